@@ -1,0 +1,106 @@
+"""Input checks shared by every module, so bad input fails early with a message a learner can act on.
+
+Shapes are written with the legend letters of :mod:`attn_edu` (``B T S H D C V``), separated by spaces;
+``...`` stands for any number of leading dimensions and a digit for a fixed size::
+
+    sizes = check_shape("q", q, "B H T D")          # -> {"B": 2, "H": 4, "T": 5, "D": 8}
+    check_shape("k", k, "B H S D", D=sizes["D"])    # k must share q's head dim
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _format_spec(spec: list[str]) -> str:
+    return "(" + ", ".join(spec) + ")"
+
+
+def check_tensor(name: str, x: object) -> torch.Tensor:
+    """Raise ``TypeError`` unless ``x`` is a tensor (a list or array is the usual slip)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def check_floating(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Raise ``ValueError`` unless ``x`` holds floating-point numbers."""
+    check_tensor(name, x)
+    if not x.is_floating_point():
+        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def check_shape(name: str, x: torch.Tensor, spec: str, **known: int) -> dict[str, int]:
+    """Check ``x.shape`` against ``spec`` (e.g. ``"B T C"`` or ``"... T D"``) and return the sizes.
+
+    Letters that appear twice in ``spec`` must have equal sizes; sizes passed in ``known``
+    must match. The error names the argument, the expected shape with the known sizes filled in,
+    and the shape that arrived.
+    """
+    check_tensor(name, x)
+    tokens = spec.split()
+    leading = bool(tokens) and tokens[0] == "..."
+    named = tokens[1:] if leading else tokens
+    shape = tuple(x.shape)
+
+    def fail(reason: str) -> ValueError:
+        filled = ", ".join(f"{k}={v}" for k, v in known.items())
+        expected = _format_spec(tokens) + (f" with {filled}" if filled else "")
+        return ValueError(f"{name}: expected shape {expected}, got {shape}{reason}")
+
+    if (leading and len(shape) < len(named)) or (not leading and len(shape) != len(named)):
+        return_ndim = f"at least {len(named)}" if leading else str(len(named))
+        raise fail(f" ({return_ndim} dims needed, got {len(shape)})")
+
+    sizes: dict[str, int] = {}
+    for letter, size in zip(named, shape[len(shape) - len(named) :]):
+        if letter.isdigit():
+            if size != int(letter):
+                raise fail(f" (a dimension of size {letter} was expected, got {size})")
+            continue
+        want = known.get(letter, sizes.get(letter))
+        if want is not None and size != want:
+            raise fail(f" ({letter}={size} does not match {letter}={want})")
+        sizes[letter] = size
+    return sizes
+
+
+def check_same_dtype(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` when the given tensors do not share one dtype."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{n}={d}" for n, d in dtypes.items())
+        raise ValueError(f"expected one dtype for {', '.join(dtypes)}, got {listed}")
+
+
+def check_broadcast(name: str, shape: tuple[int, ...], target: tuple[int, ...], target_spec: str) -> None:
+    """Raise ``ValueError`` unless ``shape`` broadcasts to ``target`` without growing it."""
+    try:
+        out = torch.broadcast_shapes(shape, target)
+    except RuntimeError:
+        out = None
+    if out != tuple(target):
+        raise ValueError(
+            f"{name}: expected a shape that broadcasts to {target_spec} = {tuple(target)}, got {tuple(shape)}"
+        )
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Raise ``ValueError`` unless ``value`` is an int > 0 (``bool`` is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return value
+
+
+def check_scale(scale: float | None, head_dim: int) -> float:
+    """Return the softmax scale: ``scale`` if given (finite, > 0), else ``1/sqrt(head_dim)``."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, torch.Tensor):
+        scale = float(scale)
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale: expected a finite number > 0 (default 1/sqrt(D)), got {scale!r}")
+    return float(scale)

@@ -1,0 +1,151 @@
+"""Scaled dot-product attention: the reference implementation every other version is tested against.
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / sqrt(D)) V          (Vaswani et al., 2017, eq. 1)
+
+Each query scores every key, the scores become weights that sum to 1 over the keys, and the
+output is the weighted average of the values. Dividing by ``sqrt(D)`` keeps the scores' variance
+near 1 whatever the head size (notebook 03 measures why that matters).
+
+Conventions (see :mod:`attn_edu.masks`): masks are boolean with ``True`` = may attend and broadcast
+to ``(..., T, S)``; ``is_causal`` is bottom-right aligned; a query with no visible key returns a row of
+zeros, never NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_edu._validate import (
+    check_broadcast,
+    check_floating,
+    check_same_dtype,
+    check_scale,
+    check_shape,
+)
+from attn_edu.masks import causal_mask, combine_masks
+
+
+def _allowed_positions(
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, is_causal: bool
+) -> torch.Tensor | None:
+    """Validate ``mask`` and merge it with the causal mask; ``None`` when every key is visible."""
+    T, S = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask: expected a bool torch.Tensor, got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise ValueError(
+                f"mask: expected dtype torch.bool (True = may attend), got {mask.dtype}; "
+                "build it with attn_edu.masks (an additive float mask converts with `mask == 0`)"
+            )
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        check_broadcast("mask", tuple(mask.shape), (*batch, T, S), "(..., T, S)")
+    causal = causal_mask(T, S, device=q.device) if is_causal else None  # (T, S)
+    return combine_masks(mask, causal)
+
+
+def attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    score_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The attention matrix ``softmax(q kᵀ · scale)``: how much each query reads from each key.
+
+    The softmax runs in float32 even for half-precision inputs (``exp`` of fp16 scores overflows
+    easily), then the weights are cast back to ``q.dtype``. Hidden positions are set to ``-inf``
+    before the softmax, so they get exactly zero weight. A query whose every key is hidden gets
+    a row of zeros: the naive ``softmax([-inf, ..., -inf])`` would be ``0/0 = NaN``.
+
+    ``score_bias`` is an optional float term added to the scaled scores before masking: the
+    relative-position bias of T5 or the distance penalty of ALiBi (notebook 06).
+
+    Shapes:
+        q ``(..., T, D)``, k ``(..., S, D)``, mask and score_bias broadcastable to ``(..., T, S)``;
+        returns ``(..., T, S)``. Leading dims of q and k must broadcast (e.g. ``(B, H)``).
+
+    Example:
+        >>> q = torch.tensor([[1.0, 0.0]]); k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> attention_weights(q, k, scale=1.0)        # e^1 / (e^1 + e^0) = 0.731
+        tensor([[0.7311, 0.2689]])
+        >>> attention_weights(q, k, torch.tensor([[False, False]]))   # nothing visible: zeros
+        tensor([[0., 0.]])
+    """
+    check_floating("q", q)
+    check_floating("k", k)
+    check_same_dtype(q=q, k=k)
+    sizes = check_shape("q", q, "... T D")
+    check_shape("k", k, "... S D", D=sizes["D"])
+    _check_batch("q", q, "k", k)
+    scale = check_scale(scale, sizes["D"])
+    allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
+
+    scores = (q.float() @ k.float().transpose(-2, -1)) * scale  # (..., T, S)
+    if score_bias is not None:
+        check_floating("score_bias", score_bias)
+        check_broadcast("score_bias", tuple(score_bias.shape), tuple(scores.shape), "(..., T, S)")
+        scores = scores + score_bias.float()  # (..., T, S)
+    if allowed is None:
+        return torch.softmax(scores, dim=-1).to(q.dtype)  # (..., T, S)
+    scores = scores.masked_fill(~allowed, float("-inf"))  # (..., T, S)
+    # A row with no visible key would be softmax(all -inf) = NaN. Give such rows finite scores,
+    # then zero them after the softmax; the gradient through them is then zero, not NaN.
+    has_key = allowed.any(dim=-1, keepdim=True)  # (..., T, 1)
+    scores = scores.masked_fill(~has_key, 0.0)  # (..., T, S)
+    weights = torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0)  # (..., T, S)
+    return weights.to(q.dtype)
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    score_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reference attention: ``softmax(q kᵀ · scale) v`` with ``scale = 1/sqrt(D)`` by default.
+
+    Same arguments as :func:`torch.nn.functional.scaled_dot_product_attention` with a boolean
+    mask, except that ``is_causal`` is bottom-right aligned (PyTorch's is top-left when ``T != S``)
+    and a fully masked query returns zeros instead of NaN. ``is_causal`` and ``mask`` may be
+    combined: a key is visible only if both allow it. ``score_bias`` (optional, float) is added to
+    the scaled scores, as in :func:`attention_weights`.
+
+    Shapes:
+        q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``, mask and score_bias broadcastable
+        to ``(..., T, S)``; returns ``(..., T, Dv)``.
+
+    Example:
+        >>> q = torch.randn(2, 4, 5, 8); k = torch.randn(2, 4, 7, 8); v = torch.randn(2, 4, 7, 3)
+        >>> scaled_dot_product_attention(q, k, v).shape           # (B, H, T, Dv)
+        torch.Size([2, 4, 5, 3])
+        >>> ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        >>> torch.allclose(scaled_dot_product_attention(q, k, v), ref, atol=1e-6)
+        True
+    """
+    check_floating("v", v)
+    check_same_dtype(q=q, k=k, v=v)
+    k_sizes = check_shape("k", k, "... S D")
+    check_shape("v", v, "... S Dv", S=k_sizes["S"])
+    _check_batch("k", k, "v", v)
+    weights = attention_weights(
+        q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
+    )  # (..., T, S)
+    return (weights.float() @ v.float()).to(v.dtype)  # (..., T, Dv)
+
+
+def _check_batch(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    """Leading (batch, head) dims must broadcast: ``(B, H)`` against ``(B, H)`` or ``(1, H)``."""
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{name_a}, {name_b}: expected leading dims (..., e.g. B, H) that broadcast, got "
+            f"{tuple(a.shape[:-2])} and {tuple(b.shape[:-2])} (full shapes {tuple(a.shape)}, {tuple(b.shape)})"
+        ) from None
