@@ -129,7 +129,8 @@ def scaled_dot_product_attention(
         >>> torch.allclose(scaled_dot_product_attention(q, k, v), ref, atol=1e-6)
         True
     """
-    check_floating("v", v)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_floating(name, x)
     check_same_dtype(q=q, k=k, v=v)
     k_sizes = check_shape("k", k, "... S D")
     check_shape("v", v, "... S Dv", S=k_sizes["S"])

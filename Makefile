@@ -1,0 +1,80 @@
+# attn-edu: two commands do everything.
+#   make lab    set up .venv (first time only) and open the course in JupyterLab
+#   make test   set up .venv (first time only) and run every test
+# Other targets: make notebooks (re-run course notebooks in place), make solutions, make exercises,
+# make bench, make gpu-check OUT=dir, make clean.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU wheel of this torch release installs in seconds here; an unpinned torch pulls a multi-GB CUDA build.
+TORCH_VERSION ?= 2.13.0
+LAB_PORT ?= 8888
+LAB_ARGS ?=
+
+# Triton has Linux wheels only. NO_TRITON=1 gives the macOS learner's environment on Linux.
+EXTRAS := test,interop
+ifeq ($(shell uname -s),Linux)
+ifneq ($(NO_TRITON),1)
+EXTRAS := $(EXTRAS),triton
+endif
+endif
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+
+# Notebook outputs are compared digit for digit: fix the thread count so every machine computes the same sums.
+NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 PYTHONHASHSEED=0 MPLBACKEND=module://matplotlib_inline.backend_inline
+NBVAL := --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: setup lab test lint unit nbval notebooks solutions exercises bench gpu-check clean
+
+setup: $(STAMP)
+
+# Re-runs only when pyproject.toml or this Makefile changed since the last install (or .venv is new).
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "torch==$(TORCH_VERSION)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]" "torch==$(TORCH_VERSION)"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+lab: setup
+	$(BIN)/jupyter lab --no-browser --port=$(LAB_PORT) $(LAB_ARGS) course/00_start_here.ipynb
+
+test: lint unit nbval
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: setup
+	$(BIN)/python -m pytest -q
+
+# Lecture notebooks and solutions must reproduce their stored outputs (strict); a wrong solution fails
+# (ATTN_EDU_STRICT=1 makes check() raise). Untouched exercises must run to the end (lax).
+nbval: setup
+	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q --nbval $(NBVAL) course solutions
+	$(NB_ENV) $(BIN)/python -m pytest -q --nbval-lax $(NBVAL) exercises || test $$? -eq 5
+
+notebooks: setup
+	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=300 course/*.ipynb
+
+solutions: setup
+	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=300 solutions/*.ipynb
+
+exercises: setup
+	$(BIN)/python -m attn_edu.exercises build
+
+bench: setup
+	$(BIN)/python -m attn_edu.bench memory
+	$(BIN)/python -m attn_edu.bench kv_cache
+	$(BIN)/python -m attn_edu.bench flash
+
+gpu-check:
+	bash gpu_check.sh $(or $(OUT),artifacts/gpu)
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis

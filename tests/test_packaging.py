@@ -1,0 +1,116 @@
+"""The setup files agree with each other, and `make lab` really serves JupyterLab."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import tomllib
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDA_NAMES = {"pytorch": "torch"}  # conda-forge name -> PyPI name
+
+
+def _split(requirement: str) -> tuple[str, str]:
+    """'torch>=2.4' -> ('torch', '>=2.4'), ignoring environment markers."""
+    requirement = requirement.split(";")[0].strip()
+    match = re.match(r"^([A-Za-z0-9_.\-]+)\s*(.*)$", requirement)
+    assert match, requirement
+    return match.group(1).lower().replace("_", "-"), match.group(2).replace(" ", "")
+
+
+def test_environment_yml_matches_pyproject() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_deps = dict(_split(r) for r in project["dependencies"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda_deps, pip_section = {}, []
+    for entry in env["dependencies"]:
+        if isinstance(entry, dict):
+            pip_section = entry["pip"]
+            continue
+        name, spec = _split(entry.replace("=", "==", 1) if re.match(r"^[\w\-]+=[^=]", entry) else entry)
+        conda_deps[CONDA_NAMES.get(name, name)] = spec
+    assert "conda-forge" in env["channels"]
+    assert conda_deps.pop("python") == "==3.11"
+    conda_deps.pop("pip")
+    assert conda_deps == pip_deps, "environment.yml and pyproject.toml list different dependencies"
+    # the package itself is installed from the checkout, with the optional extras the notebooks use
+    assert any(line.startswith("-e .[") and "interop" in line for line in pip_section), pip_section
+
+
+def test_optional_extras_are_declared() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"test", "triton", "interop"} <= set(extras)
+    assert all("sys_platform == 'linux'" in r for r in extras["triton"]), "Triton has Linux wheels only"
+    assert {_split(r)[0] for r in extras["test"]} >= {"pytest", "nbval", "hypothesis", "ruff"}
+
+
+def test_makefile_pins_torch_and_ci_runs_make_test() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TORCH_VERSION \?= 2\.13\.0$", makefile, re.M)
+    assert '"torch==$(TORCH_VERSION)"' in makefile
+    commands = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    commands = [c for c in commands if c and not c.startswith(("#", "set ", "cd "))]
+    assert commands == ["make test"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="make is not a Windows tool")
+def test_make_lab_serves_jupyterlab(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    args = (
+        "--ip=127.0.0.1 --IdentityProvider.token= --ServerApp.password= --LabApp.news_url=None --allow-root"
+    )
+    proc = subprocess.Popen(
+        ["make", "-s", "lab", f"LAB_PORT={port}", f"LAB_ARGS={args}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline, last_error = time.monotonic() + 90, None
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as response:
+                    body = response.read().decode(errors="replace")
+                assert response.status == 200 and "JupyterLab" in body
+                return
+            except OSError as err:
+                last_error = err
+                time.sleep(1)
+        pytest.fail(f"JupyterLab did not answer on /lab within 90 s: {last_error}")
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop make and the JupyterLab server it started (one process group)."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
