@@ -44,6 +44,44 @@ def _allowed_positions(
     return combine_masks(mask, causal)
 
 
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half precision (exp of fp16 scores overflows easily), the input's own dtype otherwise."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last dim that gives hidden positions exactly zero weight.
+
+    Hidden positions (``mask == False``) get ``-inf`` before the softmax. A row with no visible position
+    would be ``softmax([-inf, ..., -inf]) = 0/0 = NaN``; such rows get finite scores first and are
+    zeroed afterwards, so they come out as zeros and their gradient is zero, not NaN.
+    Half-precision scores are computed in float32 and cast back.
+
+    Shapes:
+        scores ``(..., T, S)``, mask bool broadcastable to it; returns ``(..., T, S)``.
+
+    Example:
+        >>> masked_softmax(torch.zeros(2, 3), torch.tensor([[True, True, False], [False, False, False]]))
+        tensor([[0.5000, 0.5000, 0.0000],
+                [0.0000, 0.0000, 0.0000]])
+    """
+    check_floating("scores", scores)
+    if scores.ndim < 1:
+        raise ValueError(f"scores: expected shape (..., S), got {tuple(scores.shape)}")
+    work = scores.to(_compute_dtype(scores.dtype))
+    if mask is None:
+        return torch.softmax(work, dim=-1).to(scores.dtype)  # (..., T, S)
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"mask: expected a bool tensor (True = may attend), got {got}")
+    check_broadcast("mask", tuple(mask.shape), tuple(scores.shape), "scores' shape (..., T, S)")
+    work = work.masked_fill(~mask, float("-inf"))  # (..., T, S)
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+    work = work.masked_fill(~has_key, 0.0)  # (..., T, S)
+    weights = torch.softmax(work, dim=-1).masked_fill(~mask, 0.0)  # (..., T, S)
+    return weights.to(scores.dtype)
+
+
 def attention_weights(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -83,20 +121,13 @@ def attention_weights(
     scale = check_scale(scale, sizes["D"])
     allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
 
-    scores = (q.float() @ k.float().transpose(-2, -1)) * scale  # (..., T, S)
+    work = _compute_dtype(q.dtype)
+    scores = (q.to(work) @ k.to(work).transpose(-2, -1)) * scale  # (..., T, S)
     if score_bias is not None:
         check_floating("score_bias", score_bias)
         check_broadcast("score_bias", tuple(score_bias.shape), tuple(scores.shape), "(..., T, S)")
-        scores = scores + score_bias.float()  # (..., T, S)
-    if allowed is None:
-        return torch.softmax(scores, dim=-1).to(q.dtype)  # (..., T, S)
-    scores = scores.masked_fill(~allowed, float("-inf"))  # (..., T, S)
-    # A row with no visible key would be softmax(all -inf) = NaN. Give such rows finite scores,
-    # then zero them after the softmax; the gradient through them is then zero, not NaN.
-    has_key = allowed.any(dim=-1, keepdim=True)  # (..., T, 1)
-    scores = scores.masked_fill(~has_key, 0.0)  # (..., T, S)
-    weights = torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0)  # (..., T, S)
-    return weights.to(q.dtype)
+        scores = scores + score_bias.to(work)  # (..., T, S)
+    return masked_softmax(scores, allowed).to(q.dtype)  # (..., T, S)
 
 
 def scaled_dot_product_attention(
@@ -138,7 +169,8 @@ def scaled_dot_product_attention(
     weights = attention_weights(
         q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
     )  # (..., T, S)
-    return (weights.float() @ v.float()).to(v.dtype)  # (..., T, Dv)
+    work = _compute_dtype(v.dtype)
+    return (weights.to(work) @ v.to(work)).to(v.dtype)  # (..., T, Dv)
 
 
 def _check_batch(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:

@@ -258,3 +258,26 @@ def test_bad_input_names_argument_and_shape(kwargs: dict, message: str) -> None:
 def test_non_tensor_input_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="q: expected a torch.Tensor, got list"):
         attention_weights([[1.0]], torch.randn(1, 1))
+
+
+def test_float64_keeps_full_precision() -> None:
+    q, k, v = (torch.randn(2, 3, 6, 8, dtype=torch.float64) for _ in range(3))
+    ours = scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert ours.dtype == torch.float64
+    theirs = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=1e-12)
+
+
+def test_masked_softmax_zero_rows_and_errors() -> None:
+    from attn_edu.attention import masked_softmax
+
+    scores = torch.randn(3, 4)
+    mask = torch.tensor([True, False, True, True]).expand(3, 4).clone()
+    mask[2] = False
+    w = masked_softmax(scores, mask)
+    torch.testing.assert_close(w[:2], torch.softmax(scores[:2].masked_fill(~mask[:2], float("-inf")), -1))
+    assert torch.equal(w[2], torch.zeros(4))
+    with pytest.raises(ValueError, match="mask: expected a bool tensor"):
+        masked_softmax(scores, mask.float())
+    with pytest.raises(ValueError, match="mask: expected a shape that broadcasts"):
+        masked_softmax(scores, torch.ones(2, 4, dtype=torch.bool))
