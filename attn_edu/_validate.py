@@ -104,3 +104,22 @@ def check_scale(scale: float | None, head_dim: int) -> float:
     if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale: expected a finite number > 0 (default 1/sqrt(D)), got {scale!r}")
     return float(scale)
+
+
+def check_token_ids(name: str, ids: object, vocab_size: int) -> dict[str, int]:
+    """Check a batch of token ids: an integer tensor ``(B, T)`` with values in ``0 .. vocab_size - 1``.
+
+    An id outside the vocabulary would otherwise fail deep inside ``nn.Embedding`` with an index error.
+    Returns ``{"B": ..., "T": ...}``.
+    """
+    check_tensor(name, ids)
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"{name}: expected integer token ids (torch.long), got dtype {ids.dtype}")
+    sizes = check_shape(name, ids, "B T")
+    if ids.numel() and ids.device.type != "meta":
+        lowest, highest = int(ids.min()), int(ids.max())
+        if lowest < 0 or highest >= vocab_size:
+            raise ValueError(
+                f"{name}: expected ids in 0 .. {vocab_size - 1} (V={vocab_size}), got values {lowest} .. {highest}"
+            )
+    return sizes

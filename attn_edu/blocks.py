@@ -1,0 +1,480 @@
+"""Transformer blocks: attention and a feed-forward network, each wrapped in a residual and a norm.
+
+    x = x + Attention(Norm(x))        pre-norm  (GPT-2, Llama, T5; Xiong et al., 2020)
+    x = x + FFN(Norm(x))
+
+    x = Norm(x + Attention(x))        post-norm (the original Transformer, BERT;
+    x = Norm(x + FFN(x))                         Vaswani et al., 2017, section 5.4: "LayerNorm(x + Sublayer(x))")
+
+The pieces come first (norm statistics, :class:`RMSNorm`, the feed-forward variants), then the blocks.
+Blocks do not build their parts: pass the attention, the FFN and the norms in, so one block class
+serves GPT-2 (LayerNorm + GELU) and Llama (RMSNorm + SwiGLU) alike. ``residual=False`` removes the
+skip connections (for the gradient-flow experiment of notebook 08); it is a plain flag rather than
+four more classes because nothing else changes.
+
+The Annotated Transformer (Rush, 2018) quotes the paper's post-norm ``LayerNorm(x + Sublayer(x))``
+in its prose, but its ``SublayerConnection`` computes ``x + Sublayer(LayerNorm(x))``: pre-norm, noted
+only in a one-line code comment. It trains more easily that way, but it is not the paper's model;
+here the two are separate classes.
+
+Shapes:
+    every block maps x ``(B, T, C)`` to ``(B, T, C)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_floating, check_positive_int, check_shape
+from attn_edu.multihead import KVCacheLayer
+
+# ---------------------------------------------------------------------------------------------------
+# Normalisation: which numbers share a mean and a variance
+# ---------------------------------------------------------------------------------------------------
+
+
+def batch_norm_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (biased) variance per *channel*, over every token of every sequence in the batch.
+
+    BatchNorm (Ioffe & Szegedy, 2015) normalises with these. For text they mix tokens of unrelated
+    sentences and padding, change with the batch, and need running averages at inference: the
+    reasons Transformers use LayerNorm instead.
+
+    Shapes:
+        x ``(B, T, C)``; returns mean and var ``(C,)``.
+
+    Example:
+        >>> x = torch.tensor([[[1.0, 10.0], [3.0, 30.0]]])      # B=1, T=2, C=2
+        >>> batch_norm_stats(x)
+        (tensor([ 2., 20.]), tensor([  1., 100.]))
+    """
+    check_floating("x", x)
+    check_shape("x", x, "B T C")
+    return x.mean(dim=(0, 1)), x.var(dim=(0, 1), unbiased=False)  # (C,), (C,)
+
+
+def layer_norm_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (biased) variance per *token*, over its own ``C`` channels (Ba et al., 2016).
+
+    Each token is normalised on its own: the result does not depend on the batch, the sequence
+    length or padding, and training and inference compute the same thing.
+
+    Shapes:
+        x ``(B, T, C)``; returns mean and var ``(B, T, 1)``.
+
+    Example:
+        >>> x = torch.tensor([[[1.0, 3.0], [10.0, 30.0]]])
+        >>> mean, var = layer_norm_stats(x)
+        >>> mean.flatten(), var.flatten()
+        (tensor([ 2., 20.]), tensor([  1., 100.]))
+    """
+    check_floating("x", x)
+    check_shape("x", x, "B T C")
+    return x.mean(dim=-1, keepdim=True), x.var(dim=-1, keepdim=True, unbiased=False)  # (B, T, 1) each
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm: rescale each token to unit RMS, with no mean subtraction and no bias.
+
+        RMSNorm(x) = x / sqrt(mean(x²) + eps) · g                 (Zhang & Sennrich, 2019, §3)
+
+    Cheaper than LayerNorm and as good in practice; used by T5 (which calls it "T5LayerNorm") and
+    Llama. The statistic is computed in float32 even for half-precision input.
+
+    Shapes:
+        x ``(..., C)``; returns ``(..., C)``.
+
+    Example:
+        >>> norm = RMSNorm(2)
+        >>> norm(torch.tensor([[3.0, 4.0]])).detach()       # RMS of (3, 4) is sqrt(12.5)
+        tensor([[0.8485, 1.1314]])
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.dim = check_positive_int("dim", dim)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))  # g, the per-channel gain
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_floating("x", x)
+        check_shape("x", x, "... C", C=self.dim)
+        mean_square = x.float().pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+        normed = x.float() * torch.rsqrt(mean_square + self.eps)  # (..., C)
+        return normed.to(x.dtype) * self.weight  # (..., C)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Feed-forward networks: the same small MLP applied to every token on its own
+# ---------------------------------------------------------------------------------------------------
+
+_ACTIVATIONS = {
+    "relu": nn.ReLU,  # the original Transformer, T5
+    "gelu": nn.GELU,  # exact erf form (Hendrycks & Gimpel, 2016): BERT
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # tanh approximation: GPT-2's "gelu_new"
+}
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: widen, apply a nonlinearity, narrow back.
+
+        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (Vaswani et al., 2017, section 3.3)
+
+    ``activation`` is ``"relu"`` (the paper, T5), ``"gelu"`` (BERT) or ``"gelu_tanh"`` (GPT-2).
+    The hidden width is usually ``4 C``. T5 has no biases (``bias=False``).
+
+    Shapes:
+        x ``(B, T, C)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> ffn = FeedForward(8, 32, activation="gelu")
+        >>> ffn(torch.randn(2, 3, 8)).shape
+        torch.Size([2, 3, 8])
+    """
+
+    def __init__(self, dim: int, hidden: int, activation: str = "relu", *, bias: bool = True) -> None:
+        super().__init__()
+        check_positive_int("dim", dim)
+        check_positive_int("hidden", hidden)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.activation_name = activation
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)  # W_1: C -> hidden
+        self.activation = _ACTIVATIONS[activation]()
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)  # W_2: hidden -> C
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.activation(self.up_proj(x))  # (B, T, hidden)
+        return self.down_proj(h)  # (B, T, C)
+
+
+class SwiGLUFeedForward(nn.Module):
+    """Gated feed-forward network with a Swish (SiLU) gate: Llama's FFN.
+
+        FFN_SwiGLU(x) = (Swish(x W) ⊙ x V) W_2              (Shazeer, 2020, "GLU Variants Improve Transformer")
+
+    One projection (``gate_proj``, W) decides, per hidden unit, how much of the other (``up_proj``,
+    V) passes. With three matrices instead of two, Llama shrinks the hidden width to about
+    ``2/3 · 4 C`` to keep the parameter count of a ``4 C`` ReLU FFN. No biases, as in Llama.
+
+    Shapes:
+        x ``(B, T, C)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> SwiGLUFeedForward(8, 24)(torch.randn(2, 3, 8)).shape
+        torch.Size([2, 3, 8])
+    """
+
+    def __init__(self, dim: int, hidden: int, *, bias: bool = False) -> None:
+        super().__init__()
+        check_positive_int("dim", dim)
+        check_positive_int("hidden", hidden)
+        self.gate_proj = nn.Linear(dim, hidden, bias=bias)  # W
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)  # V
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)  # W_2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = nn.functional.silu(self.gate_proj(x))  # (B, T, hidden); Swish_1 = SiLU
+        return self.down_proj(gate * self.up_proj(x))  # (B, T, C)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Blocks
+# ---------------------------------------------------------------------------------------------------
+
+
+def _add(x: torch.Tensor, h: torch.Tensor, residual: bool) -> torch.Tensor:
+    """The skip connection ``x + h`` (He et al., 2016), or just ``h`` when it is switched off."""
+    return x + h if residual else h
+
+
+class PreNormEncoderBlock(nn.Module):
+    """Encoder block, pre-norm: ``x + Attn(Norm(x))`` then ``x + FFN(Norm(x))`` (bidirectional).
+
+    The residual path from input to output passes through no norm, so gradients reach early layers
+    unchanged; this is why pre-norm trains without learning-rate warm-up (Xiong et al., 2020).
+    Used by T5's encoder. A final norm after the last block is the model's job.
+
+    Args:
+        attn: a self-attention module called as ``attn(x, mask=..., score_bias=...)``, e.g.
+            :class:`attn_edu.multihead.MultiHeadAttention`.
+        ffn: the feed-forward module (:class:`FeedForward`, :class:`SwiGLUFeedForward`).
+        attn_norm, ffn_norm: the norms in front of each sub-layer (``nn.LayerNorm`` or :class:`RMSNorm`).
+        residual: keep the skip connections (``False`` only for experiments).
+        dropout: dropout on each sub-layer's output before the addition (Vaswani et al., §5.4).
+
+    Shapes:
+        x ``(B, T, C)``; mask broadcastable to ``(B, H, T, T)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> from attn_edu.multihead import MultiHeadAttention
+        >>> block = PreNormEncoderBlock(
+        ...     MultiHeadAttention(8, 2), FeedForward(8, 32), nn.LayerNorm(8), nn.LayerNorm(8))
+        >>> block(torch.randn(2, 5, 8)).shape
+        torch.Size([2, 5, 8])
+    """
+
+    def __init__(
+        self,
+        attn: nn.Module,
+        ffn: nn.Module,
+        attn_norm: nn.Module,
+        ffn_norm: nn.Module,
+        *,
+        residual: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, *, mask: torch.Tensor | None = None, score_bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        check_shape("x", x, "B T C")
+        h = self.attn(self.attn_norm(x), mask=mask, score_bias=score_bias)  # (B, T, C)
+        x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
+        h = self.ffn(self.ffn_norm(x))  # (B, T, C)
+        return _add(x, self.dropout(h), self.residual)  # (B, T, C)
+
+
+class PostNormEncoderBlock(nn.Module):
+    """Encoder block, post-norm: ``Norm(x + Attn(x))`` then ``Norm(x + FFN(x))`` (bidirectional).
+
+    The original Transformer (Vaswani et al., 2017, §5.4) and BERT. Every residual sum is
+    normalised, so the output scale stays fixed however deep the stack, but gradients to early
+    layers pass through every norm; deep post-norm stacks need learning-rate warm-up (Xiong et al.,
+    2020). Note the Annotated Transformer's code is pre-norm despite quoting this formula.
+
+    Arguments as :class:`PreNormEncoderBlock`; ``attn_norm`` and ``ffn_norm`` come *after* their
+    sub-layer here.
+
+    Shapes:
+        x ``(B, T, C)``; mask broadcastable to ``(B, H, T, T)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> from attn_edu.multihead import MultiHeadAttention
+        >>> block = PostNormEncoderBlock(
+        ...     MultiHeadAttention(8, 2), FeedForward(8, 32), nn.LayerNorm(8), nn.LayerNorm(8))
+        >>> y = block(torch.randn(2, 5, 8))
+        >>> torch.allclose(y.mean(-1), torch.zeros(2, 5), atol=1e-5)   # LayerNorm last: zero mean
+        True
+    """
+
+    def __init__(
+        self,
+        attn: nn.Module,
+        ffn: nn.Module,
+        attn_norm: nn.Module,
+        ffn_norm: nn.Module,
+        *,
+        residual: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, *, mask: torch.Tensor | None = None, score_bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        check_shape("x", x, "B T C")
+        h = self.attn(x, mask=mask, score_bias=score_bias)  # (B, T, C)
+        x = self.attn_norm(_add(x, self.dropout(h), self.residual))  # (B, T, C)
+        h = self.ffn(x)  # (B, T, C)
+        return self.ffn_norm(_add(x, self.dropout(h), self.residual))  # (B, T, C)
+
+
+class PreNormDecoderBlock(nn.Module):
+    """Decoder-only block, pre-norm and causal: GPT-2 (Radford et al., 2019, §2.3) and Llama.
+
+    As :class:`PreNormEncoderBlock`, but each token sees only itself and earlier tokens
+    (``is_causal=True``, bottom-right aligned, so it stays right with a KV cache). ``kv_cache`` is
+    one layer's cache (:class:`attn_edu.kv_cache.KVCacheLayer`); ``mask`` may add e.g. padding.
+
+    Shapes:
+        x ``(B, T, C)``; mask broadcastable to ``(B, H, T, S)`` with ``S`` = cached + new tokens;
+        returns ``(B, T, C)``.
+
+    Example:
+        >>> from attn_edu.multihead import MultiHeadAttention
+        >>> block = PreNormDecoderBlock(
+        ...     MultiHeadAttention(8, 2), FeedForward(8, 32), nn.LayerNorm(8), nn.LayerNorm(8))
+        >>> x = torch.randn(1, 5, 8)
+        >>> torch.allclose(block(x)[:, :3], block(x[:, :3]), atol=1e-6)   # the future does not leak
+        True
+    """
+
+    def __init__(
+        self,
+        attn: nn.Module,
+        ffn: nn.Module,
+        attn_norm: nn.Module,
+        ffn_norm: nn.Module,
+        *,
+        residual: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
+        kv_cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        check_shape("x", x, "B T C")
+        h = self.attn(
+            self.attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
+        )  # (B, T, C)
+        x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
+        h = self.ffn(self.ffn_norm(x))  # (B, T, C)
+        return _add(x, self.dropout(h), self.residual)  # (B, T, C)
+
+
+class PostNormDecoderBlock(nn.Module):
+    """Decoder-only block, post-norm and causal: GPT-1 (Radford et al., 2018), which kept the
+    original Transformer's ``Norm(x + Sublayer(x))``.
+
+    Arguments and shapes as :class:`PreNormDecoderBlock`; the norms come after each sum.
+
+    Example:
+        >>> from attn_edu.multihead import MultiHeadAttention
+        >>> block = PostNormDecoderBlock(
+        ...     MultiHeadAttention(8, 2), FeedForward(8, 32), nn.LayerNorm(8), nn.LayerNorm(8))
+        >>> block(torch.randn(2, 5, 8)).shape
+        torch.Size([2, 5, 8])
+    """
+
+    def __init__(
+        self,
+        attn: nn.Module,
+        ffn: nn.Module,
+        attn_norm: nn.Module,
+        ffn_norm: nn.Module,
+        *,
+        residual: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
+        kv_cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        check_shape("x", x, "B T C")
+        h = self.attn(x, mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache)  # (B, T, C)
+        x = self.attn_norm(_add(x, self.dropout(h), self.residual))  # (B, T, C)
+        h = self.ffn(x)  # (B, T, C)
+        return self.ffn_norm(_add(x, self.dropout(h), self.residual))  # (B, T, C)
+
+
+class CrossAttentionBlock(nn.Module):
+    """Encoder-decoder block, pre-norm: causal self-attention, cross-attention to the encoder, FFN.
+
+        x = x + SelfAttn(Norm(x))                  causal, over the decoder's own tokens
+        x = x + CrossAttn(Norm(x), memory)         queries from the decoder, keys/values from the encoder
+        x = x + FFN(Norm(x))
+
+    The three sub-layers of the Transformer decoder (Vaswani et al., 2017, §3.1), with T5's pre-norm
+    placement (Raffel et al., 2020, §3.1). ``memory`` is the encoder output; ``memory_mask``
+    hides padded encoder positions; ``score_bias`` (T5's relative bias) applies to self-attention
+    only, as in T5. ``kv_cache`` caches the self-attention; the cross-attention keys and values are
+    recomputed from ``memory`` at each call (a cache for them is a possible extension).
+
+    Shapes:
+        x ``(B, T, C)``, memory ``(B, S, C)``; mask broadcastable to ``(B, H, T, T)``, memory_mask
+        to ``(B, H, T, S)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> from attn_edu.multihead import MultiHeadAttention
+        >>> block = CrossAttentionBlock(MultiHeadAttention(8, 2), MultiHeadAttention(8, 2), FeedForward(8, 32),
+        ...                             RMSNorm(8), RMSNorm(8), RMSNorm(8))
+        >>> block(torch.randn(2, 3, 8), torch.randn(2, 7, 8)).shape
+        torch.Size([2, 3, 8])
+    """
+
+    def __init__(
+        self,
+        self_attn: nn.Module,
+        cross_attn: nn.Module,
+        ffn: nn.Module,
+        self_attn_norm: nn.Module,
+        cross_attn_norm: nn.Module,
+        ffn_norm: nn.Module,
+        *,
+        residual: bool = True,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
+        self.self_attn_norm, self.cross_attn_norm, self.ffn_norm = self_attn_norm, cross_attn_norm, ffn_norm
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        score_bias: torch.Tensor | None = None,
+        kv_cache: KVCacheLayer | None = None,
+    ) -> torch.Tensor:
+        sizes = check_shape("x", x, "B T C")
+        check_shape("memory", memory, "B S C", B=sizes["B"], C=sizes["C"])
+        h = self.self_attn(
+            self.self_attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
+        )  # (B, T, C)
+        x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
+        h = self.cross_attn(self.cross_attn_norm(x), memory, mask=memory_mask)  # (B, T, C)
+        x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
+        h = self.ffn(self.ffn_norm(x))  # (B, T, C)
+        return _add(x, self.dropout(h), self.residual)  # (B, T, C)
+
+
+def init_normal_(module: nn.Module, std: float = 0.02) -> nn.Module:
+    """GPT-2-style initialisation: every ``Linear`` and ``Embedding`` weight from ``N(0, std²)``, biases 0.
+
+    PyTorch's default ``nn.Embedding`` init is ``N(0, 1)``, far larger than the ``0.02`` that GPT-2
+    and BERT use (Radford et al., 2019; Devlin et al., 2019); with tied input/output embeddings
+    that makes the first logits huge. Norm gains stay 1. Works on the ``meta`` device too.
+
+    Example:
+        >>> layer = init_normal_(nn.Linear(1000, 1000))
+        >>> round(float(layer.weight.detach().std()), 2), float(layer.bias.detach().abs().max())
+        (0.02, 0.0)
+    """
+    if not (isinstance(std, (int, float)) and math.isfinite(std) and std > 0):
+        raise ValueError(f"std: expected a finite number > 0, got {std!r}")
+    for sub in module.modules():
+        if isinstance(sub, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(sub.weight, mean=0.0, std=std)
+        if isinstance(sub, nn.Linear) and sub.bias is not None:
+            nn.init.zeros_(sub.bias)
+    return module

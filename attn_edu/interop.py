@@ -1,0 +1,344 @@
+"""Load Hugging Face ``transformers`` models into the course's models, weight by weight.
+
+This is the only place where checkpoint names (``c_attn``, ``wte``, ``query``, ``o_proj``, ``wi``...)
+appear. Each loader reads the Hugging Face config, builds our config, copies every tensor under our
+teaching names (``q_proj``, ``out_proj``, ``ffn.up_proj``...), and returns the model in ``eval()``
+mode with dropout set to 0. In ``eval()`` mode, in float32, both models then give the same outputs
+(``tests/test_models.py`` checks it on random-weight models built from small configs).
+
+Details that need care, model by model:
+
+- **GPT-2** stores its projections as ``Conv1D`` with weights ``(in, out)``, the transpose of
+  ``nn.Linear``'s ``(out, in)``; and packs q, k and v into one ``c_attn`` of width ``3C``.
+- **BERT**: ``BertModel``'s pooler (a tanh layer on ``[CLS]``) has no counterpart and is skipped; the
+  MLM decoder's bias lives in ``cls.predictions.bias``.
+- **Llama**: only the default RoPE (no ``rope_scaling``), no biases, ``head_dim = hidden / heads``.
+- **T5**: the relative-bias table sits in the first layer of each stack; the ``C^-0.5`` output rescale
+  applies when the checkpoint ties its embeddings (``scale_decoder_outputs`` in transformers 5,
+  ``tie_word_embeddings`` before); only the ReLU FFN (original T5, not v1.1's gated GELU);
+  ``d_kv · num_heads`` must equal ``d_model``.
+
+Nothing here imports ``transformers``: the loaders read attributes of the model object you pass.
+
+Example (needs ``transformers``; random weights, no download)::
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+    hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4)).eval()
+    gpt = attn_edu.models.GPT.from_hf(hf)        # same logits as hf(ids).logits
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from attn_edu.models.bert import BERT, BertConfig, BertMLM
+from attn_edu.models.gpt import GPT, GPTConfig
+from attn_edu.models.llama import Llama, LlamaConfig
+from attn_edu.models.t5 import T5, T5Config
+
+StateDict = dict[str, torch.Tensor]
+
+
+def _load(ours: nn.Module, state: StateDict, like: nn.Module) -> Any:
+    """Copy ``state`` into ``ours`` (every parameter must be named), match ``like``'s device and dtype."""
+    missing, unexpected = ours.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"model: weights did not map cleanly; missing {missing}, unexpected {unexpected}")
+    reference = next(like.parameters())
+    return ours.to(device=reference.device, dtype=reference.dtype).eval()
+
+
+def _linear(prefix: str, weight: torch.Tensor, bias: torch.Tensor | None = None) -> StateDict:
+    out = {f"{prefix}.weight": weight}
+    if bias is not None:
+        out[f"{prefix}.bias"] = bias
+    return out
+
+
+def _norm(prefix: str, hf_norm: nn.Module) -> StateDict:
+    return _linear(prefix, hf_norm.weight, getattr(hf_norm, "bias", None))
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(f"model: {message}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPT-2
+# ---------------------------------------------------------------------------------------------------
+
+
+def gpt_config_from_hf(config: Any) -> GPTConfig:
+    """Our :class:`GPTConfig` from a ``transformers.GPT2Config``."""
+    _require(
+        config.activation_function == "gelu_new",
+        f"GPT.from_hf expects GPT-2's tanh GELU ('gelu_new'), got {config.activation_function!r}",
+    )
+    _require(
+        not config.scale_attn_by_inverse_layer_idx, "scale_attn_by_inverse_layer_idx=True is not supported"
+    )
+    _require(config.scale_attn_weights, "scale_attn_weights=False (no 1/sqrt(D)) is not supported")
+    _require(not getattr(config, "add_cross_attention", False), "add_cross_attention=True is not supported")
+    return GPTConfig(
+        vocab_size=config.vocab_size,
+        max_seq_len=config.n_positions,
+        embed_dim=config.n_embd,
+        num_layers=config.n_layer,
+        num_heads=config.n_head,
+        ffn_dim=config.n_inner if config.n_inner is not None else 4 * config.n_embd,
+        norm_eps=config.layer_norm_epsilon,
+        dropout=0.0,
+        tie_embeddings=bool(getattr(config, "tie_word_embeddings", True)),
+    )
+
+
+def gpt_from_hf(model: Any) -> GPT:
+    """A :class:`GPT` with the weights of ``GPT2LMHeadModel`` (or ``GPT2Model``, whose head is the embedding)."""
+    base = getattr(model, "transformer", model)  # GPT2LMHeadModel wraps a GPT2Model in .transformer
+    config = gpt_config_from_hf(model.config)
+    C = config.embed_dim
+    state: StateDict = {
+        "token_embedding.weight": base.wte.weight,
+        "position_embedding.embedding.weight": base.wpe.weight,
+        **_norm("final_norm", base.ln_f),
+    }
+    for i, h in enumerate(base.h):
+        p = f"blocks.{i}"
+        # Conv1D keeps weights as (in, out): transpose to nn.Linear's (out, in), then cut q | k | v.
+        q_w, k_w, v_w = h.attn.c_attn.weight.T.split(C, dim=0)  # 3 x (C, C)
+        q_b, k_b, v_b = h.attn.c_attn.bias.split(C)  # 3 x (C,)
+        state |= _norm(f"{p}.attn_norm", h.ln_1)
+        state |= _linear(f"{p}.attn.q_proj", q_w, q_b)
+        state |= _linear(f"{p}.attn.k_proj", k_w, k_b)
+        state |= _linear(f"{p}.attn.v_proj", v_w, v_b)
+        state |= _linear(f"{p}.attn.out_proj", h.attn.c_proj.weight.T, h.attn.c_proj.bias)
+        state |= _norm(f"{p}.ffn_norm", h.ln_2)
+        state |= _linear(f"{p}.ffn.up_proj", h.mlp.c_fc.weight.T, h.mlp.c_fc.bias)
+        state |= _linear(f"{p}.ffn.down_proj", h.mlp.c_proj.weight.T, h.mlp.c_proj.bias)
+    head = getattr(model, "lm_head", None)
+    state["lm_head.weight"] = base.wte.weight if head is None else head.weight
+    return _load(GPT(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# BERT
+# ---------------------------------------------------------------------------------------------------
+
+
+def bert_config_from_hf(config: Any) -> BertConfig:
+    """Our :class:`BertConfig` from a ``transformers.BertConfig``."""
+    _require(
+        config.hidden_act == "gelu", f"BERT.from_hf expects exact GELU ('gelu'), got {config.hidden_act!r}"
+    )
+    _require(
+        getattr(config, "position_embedding_type", "absolute") == "absolute",
+        "only absolute position embeddings are supported",
+    )
+    _require(
+        not getattr(config, "is_decoder", False), "BERT used as a decoder (is_decoder=True) is not supported"
+    )
+    return BertConfig(
+        vocab_size=config.vocab_size,
+        max_seq_len=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        embed_dim=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        ffn_dim=config.intermediate_size,
+        norm_eps=config.layer_norm_eps,
+        dropout=0.0,
+        tie_embeddings=bool(getattr(config, "tie_word_embeddings", True)),
+    )
+
+
+def _bert_state(bert: Any, prefix: str = "") -> StateDict:
+    emb = bert.embeddings
+    state: StateDict = {
+        f"{prefix}token_embedding.weight": emb.word_embeddings.weight,
+        f"{prefix}position_embedding.embedding.weight": emb.position_embeddings.weight,
+        f"{prefix}token_type_embedding.weight": emb.token_type_embeddings.weight,
+        **_norm(f"{prefix}embed_norm", emb.LayerNorm),
+    }
+    for i, layer in enumerate(bert.encoder.layer):
+        p = f"{prefix}blocks.{i}"
+        attn = layer.attention
+        state |= _linear(f"{p}.attn.q_proj", attn.self.query.weight, attn.self.query.bias)
+        state |= _linear(f"{p}.attn.k_proj", attn.self.key.weight, attn.self.key.bias)
+        state |= _linear(f"{p}.attn.v_proj", attn.self.value.weight, attn.self.value.bias)
+        state |= _linear(f"{p}.attn.out_proj", attn.output.dense.weight, attn.output.dense.bias)
+        state |= _norm(f"{p}.attn_norm", attn.output.LayerNorm)  # post-norm: after the residual sum
+        state |= _linear(f"{p}.ffn.up_proj", layer.intermediate.dense.weight, layer.intermediate.dense.bias)
+        state |= _linear(f"{p}.ffn.down_proj", layer.output.dense.weight, layer.output.dense.bias)
+        state |= _norm(f"{p}.ffn_norm", layer.output.LayerNorm)
+    return state
+
+
+def bert_from_hf(model: Any) -> BERT:
+    """A :class:`BERT` with the weights of ``BertModel`` (the pooler is skipped) or of the ``.bert``
+    encoder inside ``BertForMaskedLM`` and friends."""
+    config = bert_config_from_hf(model.config)
+    bert = getattr(model, "bert", model)
+    return _load(BERT(config), _bert_state(bert), bert)
+
+
+def bert_mlm_from_hf(model: Any) -> BertMLM:
+    """A :class:`BertMLM` with the weights of ``BertForMaskedLM`` (encoder and ``cls.predictions`` head)."""
+    _require(hasattr(model, "cls") and hasattr(model, "bert"), "BertMLM.from_hf expects a BertForMaskedLM")
+    config = bert_config_from_hf(model.config)
+    head = model.cls.predictions
+    state = _bert_state(model.bert, prefix="bert.")
+    state |= _linear("head.dense", head.transform.dense.weight, head.transform.dense.bias)
+    state |= _norm("head.norm", head.transform.LayerNorm)
+    state |= _linear("head.decoder", head.decoder.weight, head.bias)
+    return _load(BertMLM(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Llama
+# ---------------------------------------------------------------------------------------------------
+
+
+def _rope_theta(config: Any) -> float:
+    params = getattr(config, "rope_parameters", None) or {}  # transformers 5
+    scaling = getattr(config, "rope_scaling", None)  # transformers 4
+    rope_type = params.get("rope_type", (scaling or {}).get("rope_type", "default"))
+    _require(rope_type == "default", f"only the default RoPE is supported, got rope_type={rope_type!r}")
+    return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+
+
+def llama_config_from_hf(config: Any) -> LlamaConfig:
+    """Our :class:`LlamaConfig` from a ``transformers.LlamaConfig``."""
+    _require(config.hidden_act == "silu", f"Llama.from_hf expects SwiGLU ('silu'), got {config.hidden_act!r}")
+    _require(not config.attention_bias and not getattr(config, "mlp_bias", False), "biases are not supported")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    _require(
+        head_dim * config.num_attention_heads == config.hidden_size,
+        f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
+        f"{config.num_attention_heads} != {config.hidden_size}",
+    )
+    return LlamaConfig(
+        vocab_size=config.vocab_size,
+        embed_dim=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
+        ffn_dim=config.intermediate_size,
+        norm_eps=config.rms_norm_eps,
+        rope_base=_rope_theta(config),
+        dropout=0.0,
+        tie_embeddings=bool(config.tie_word_embeddings),
+    )
+
+
+def llama_from_hf(model: Any) -> Llama:
+    """A :class:`Llama` with the weights of ``LlamaForCausalLM`` (also Mistral-like models with the same names)."""
+    _require(
+        hasattr(model, "lm_head") and hasattr(model, "model"), "Llama.from_hf expects a LlamaForCausalLM"
+    )
+    config = llama_config_from_hf(model.config)
+    base = model.model
+    state: StateDict = {
+        "token_embedding.weight": base.embed_tokens.weight,
+        "final_norm.weight": base.norm.weight,
+        "lm_head.weight": model.lm_head.weight,
+    }
+    for i, layer in enumerate(base.layers):
+        p = f"blocks.{i}"
+        attn, mlp = layer.self_attn, layer.mlp
+        state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
+        state |= _linear(f"{p}.attn.q_proj", attn.q_proj.weight)
+        state |= _linear(f"{p}.attn.k_proj", attn.k_proj.weight)
+        state |= _linear(f"{p}.attn.v_proj", attn.v_proj.weight)
+        state |= _linear(f"{p}.attn.out_proj", attn.o_proj.weight)
+        state |= _norm(f"{p}.ffn_norm", layer.post_attention_layernorm)
+        state |= _linear(f"{p}.ffn.gate_proj", mlp.gate_proj.weight)
+        state |= _linear(f"{p}.ffn.up_proj", mlp.up_proj.weight)
+        state |= _linear(f"{p}.ffn.down_proj", mlp.down_proj.weight)
+    return _load(Llama(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# T5
+# ---------------------------------------------------------------------------------------------------
+
+
+def t5_config_from_hf(config: Any) -> T5Config:
+    """Our :class:`T5Config` from a ``transformers.T5Config``."""
+    _require(
+        config.feed_forward_proj == "relu",
+        f"T5.from_hf covers the original ReLU FFN, got feed_forward_proj={config.feed_forward_proj!r}",
+    )
+    _require(
+        config.d_kv * config.num_heads == config.d_model,
+        f"d_kv * num_heads must equal d_model, got {config.d_kv} * {config.num_heads} != {config.d_model}",
+    )
+    # transformers 5 always ties and records the rescale separately; transformers 4 used tie_word_embeddings.
+    tied = getattr(config, "scale_decoder_outputs", getattr(config, "tie_word_embeddings", True))
+    return T5Config(
+        vocab_size=config.vocab_size,
+        embed_dim=config.d_model,
+        num_layers=config.num_layers,
+        num_decoder_layers=config.num_decoder_layers,
+        num_heads=config.num_heads,
+        ffn_dim=config.d_ff,
+        num_buckets=config.relative_attention_num_buckets,
+        max_distance=config.relative_attention_max_distance,
+        norm_eps=config.layer_norm_epsilon,
+        dropout=0.0,
+        tie_embeddings=bool(tied),
+    )
+
+
+def _t5_attention(prefix: str, attn: Any) -> StateDict:
+    return {
+        **_linear(f"{prefix}.q_proj", attn.q.weight),
+        **_linear(f"{prefix}.k_proj", attn.k.weight),
+        **_linear(f"{prefix}.v_proj", attn.v.weight),
+        **_linear(f"{prefix}.out_proj", attn.o.weight),
+    }
+
+
+def _t5_ffn(prefix: str, ffn: Any) -> StateDict:
+    return {**_linear(f"{prefix}.up_proj", ffn.wi.weight), **_linear(f"{prefix}.down_proj", ffn.wo.weight)}
+
+
+def t5_from_hf(model: Any) -> T5:
+    """A :class:`T5` with the weights of ``T5ForConditionalGeneration``."""
+    _require(
+        all(hasattr(model, name) for name in ("encoder", "decoder", "lm_head")),
+        "T5.from_hf expects a T5ForConditionalGeneration",
+    )
+    config = t5_config_from_hf(model.config)
+    enc, dec = model.encoder, model.decoder
+    # The bias tables live in layer 0 of each stack; every later layer reuses them.
+    enc_bias = enc.block[0].layer[0].SelfAttention.relative_attention_bias
+    dec_bias = dec.block[0].layer[0].SelfAttention.relative_attention_bias
+    state: StateDict = {
+        "token_embedding.weight": model.shared.weight,
+        "lm_head.weight": model.lm_head.weight,
+        "encoder_position_bias.embedding.weight": enc_bias.weight,
+        "decoder_position_bias.embedding.weight": dec_bias.weight,
+        "encoder_norm.weight": enc.final_layer_norm.weight,
+        "decoder_norm.weight": dec.final_layer_norm.weight,
+    }
+    for i, block in enumerate(enc.block):
+        self_attn, ff = block.layer  # T5LayerSelfAttention, T5LayerFF
+        p = f"encoder_blocks.{i}"
+        state |= _norm(f"{p}.attn_norm", self_attn.layer_norm)
+        state |= _t5_attention(f"{p}.attn", self_attn.SelfAttention)
+        state |= _norm(f"{p}.ffn_norm", ff.layer_norm)
+        state |= _t5_ffn(f"{p}.ffn", ff.DenseReluDense)
+    for i, block in enumerate(dec.block):
+        self_attn, cross_attn, ff = block.layer  # ... plus T5LayerCrossAttention in the middle
+        p = f"decoder_blocks.{i}"
+        state |= _norm(f"{p}.self_attn_norm", self_attn.layer_norm)
+        state |= _t5_attention(f"{p}.self_attn", self_attn.SelfAttention)
+        state |= _norm(f"{p}.cross_attn_norm", cross_attn.layer_norm)
+        state |= _t5_attention(f"{p}.cross_attn", cross_attn.EncDecAttention)
+        state |= _norm(f"{p}.ffn_norm", ff.layer_norm)
+        state |= _t5_ffn(f"{p}.ffn", ff.DenseReluDense)
+    return _load(T5(config), state, model)

@@ -1,0 +1,38 @@
+"""Four Transformer families built from the same parts (:mod:`attn_edu.blocks`, :mod:`attn_edu.multihead`).
+
+- :class:`GPT` (decoder only): learned positions, pre-norm LayerNorm, GELU (tanh), tied embeddings.
+- :class:`BERT` (encoder only): learned positions + segments, post-norm, GELU, padding mask;
+  :class:`BertMLM` adds the masked-language-model head.
+- :class:`Llama` (decoder only): RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases.
+- :class:`T5` (encoder-decoder): relative position bias, RMSNorm, ReLU, no ``1/sqrt(D)``, cross-attention.
+
+Each has a frozen config dataclass with tiny defaults and a ``from_hf(model)`` loader that copies a
+Hugging Face ``transformers`` model (names are mapped in :mod:`attn_edu.interop`).
+
+Example:
+    >>> from attn_edu.models import GPT, GPTConfig
+    >>> GPT(GPTConfig())(torch.zeros(1, 4, dtype=torch.long)).shape
+    torch.Size([1, 4, 64])
+"""
+
+from __future__ import annotations
+
+import torch  # noqa: F401  (used by the doctest above)
+
+from attn_edu.models.bert import BERT, BertConfig, BertMLM, MaskedLMHead
+from attn_edu.models.gpt import GPT, GPTConfig
+from attn_edu.models.llama import Llama, LlamaConfig
+from attn_edu.models.t5 import T5, T5Config
+
+__all__ = [
+    "BERT",
+    "GPT",
+    "T5",
+    "BertConfig",
+    "BertMLM",
+    "GPTConfig",
+    "Llama",
+    "LlamaConfig",
+    "MaskedLMHead",
+    "T5Config",
+]

@@ -1,0 +1,300 @@
+"""Norms, feed-forward networks and blocks against PyTorch's own layers (nn.BatchNorm1d, nn.LayerNorm,
+nn.RMSNorm, nn.TransformerEncoderLayer / nn.TransformerDecoderLayer) and their defining properties."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_edu.blocks import (
+    CrossAttentionBlock,
+    FeedForward,
+    PostNormDecoderBlock,
+    PostNormEncoderBlock,
+    PreNormDecoderBlock,
+    PreNormEncoderBlock,
+    RMSNorm,
+    SwiGLUFeedForward,
+    batch_norm_stats,
+    init_normal_,
+    layer_norm_stats,
+)
+from attn_edu.kv_cache import KVCache
+from attn_edu.masks import causal_mask, key_mask, padding_mask
+from attn_edu.multihead import MultiHeadAttention
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+C, H, HIDDEN = 12, 3, 20
+
+
+def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Non-trivial norm gains and biases, so that each copied tensor matters."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    return module.eval()
+
+
+def x_input(B: int = 2, T: int = 5, seed: int = 1) -> torch.Tensor:
+    return torch.randn(B, T, C, generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Norms
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_batch_norm_stats_are_what_batchnorm_uses():
+    x = x_input()
+    mean, var = batch_norm_stats(x)
+    bn = nn.BatchNorm1d(C, affine=False).train()
+    expected = bn(x.reshape(-1, C)).reshape(x.shape)  # BatchNorm over every token of the batch
+    torch.testing.assert_close((x - mean) / torch.sqrt(var + bn.eps), expected, **TOL)
+
+
+def test_layer_norm_stats_are_what_layernorm_uses():
+    x = x_input()
+    mean, var = layer_norm_stats(x)
+    expected = F.layer_norm(x, (C,), eps=1e-5)
+    torch.testing.assert_close((x - mean) / torch.sqrt(var + 1e-5), expected, **TOL)
+
+
+def test_layer_norm_is_per_token_batch_norm_is_not():
+    x = x_input()
+    other = x.clone()
+    other[1] = 10 * other[1] + 3  # change the second sequence only
+    assert torch.equal(layer_norm_stats(x)[0][0], layer_norm_stats(other)[0][0])
+    assert not torch.allclose(batch_norm_stats(x)[0], batch_norm_stats(other)[0])
+
+
+def test_rms_norm_matches_torch():
+    x = x_input()
+    ours = randomize_(RMSNorm(C, eps=1e-6))
+    theirs = nn.RMSNorm(C, eps=1e-6)
+    with torch.no_grad():
+        theirs.weight.copy_(ours.weight)
+    torch.testing.assert_close(ours(x), theirs(x), **TOL)
+
+
+def test_rms_norm_is_layer_norm_without_the_mean():
+    x = x_input()
+    x = x - x.mean(-1, keepdim=True)  # zero-mean tokens: then RMS = standard deviation
+    torch.testing.assert_close(RMSNorm(C, eps=1e-5)(x), F.layer_norm(x, (C,), eps=1e-5), **TOL)
+
+
+def test_rms_norm_keeps_half_precision():
+    x = x_input().to(torch.bfloat16)
+    out = RMSNorm(C).to(torch.bfloat16)(x)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), RMSNorm(C)(x.float()), atol=2e-2, rtol=2e-2)
+
+
+def test_norm_errors():
+    with pytest.raises(ValueError, match=r"x: expected shape \(\.\.\., C\) with C=12"):
+        RMSNorm(C)(torch.randn(2, 5, 8))
+    with pytest.raises(ValueError, match="x"):
+        batch_norm_stats(torch.randn(5, C))
+    with pytest.raises(ValueError, match="dim"):
+        RMSNorm(0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Feed-forward networks
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("activation", "fn"),
+    [("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda h: F.gelu(h, approximate="tanh"))],
+)
+def test_feed_forward_formula(activation, fn):
+    ffn = randomize_(FeedForward(C, HIDDEN, activation))
+    x = x_input()
+    expected = F.linear(
+        fn(F.linear(x, ffn.up_proj.weight, ffn.up_proj.bias)), ffn.down_proj.weight, ffn.down_proj.bias
+    )
+    torch.testing.assert_close(ffn(x), expected, **TOL)
+
+
+def test_gelu_tanh_is_the_gpt2_formula():
+    # GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (Hendrycks & Gimpel, 2016, §2)
+    h = torch.linspace(-6, 6, 101)
+    expected = 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h**3)))
+    torch.testing.assert_close(FeedForward(1, 1, "gelu_tanh").activation(h), expected, **TOL)
+
+
+def test_swiglu_matches_llama_mlp():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    config = transformers.LlamaConfig(
+        hidden_size=C, intermediate_size=HIDDEN, num_attention_heads=H, hidden_act="silu"
+    )
+    theirs = randomize_(LlamaMLP(config))
+    ours = SwiGLUFeedForward(C, HIDDEN)
+    ours.load_state_dict(theirs.state_dict())  # the same names: gate_proj, up_proj, down_proj
+    x = x_input()
+    torch.testing.assert_close(ours(x), theirs(x), **TOL)
+
+
+def test_feed_forward_is_position_wise():
+    ffn = randomize_(SwiGLUFeedForward(C, HIDDEN))
+    x = x_input()
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    torch.testing.assert_close(ffn(x[:, perm]), ffn(x)[:, perm], **TOL)
+
+
+def test_feed_forward_errors():
+    with pytest.raises(ValueError, match="activation"):
+        FeedForward(C, HIDDEN, "swish")
+    with pytest.raises(ValueError, match="hidden"):
+        SwiGLUFeedForward(C, 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Blocks against torch.nn.TransformerEncoderLayer / TransformerDecoderLayer
+# ---------------------------------------------------------------------------------------------------
+
+
+def torch_encoder_layer(norm_first: bool) -> nn.TransformerEncoderLayer:
+    layer = nn.TransformerEncoderLayer(
+        C, H, dim_feedforward=HIDDEN, dropout=0.0, activation="relu", batch_first=True, norm_first=norm_first
+    )
+    return randomize_(layer)
+
+
+def block_from_torch(block_cls, layer: nn.TransformerEncoderLayer) -> nn.Module:
+    ffn = FeedForward(C, HIDDEN, "relu")
+    ffn.up_proj, ffn.down_proj = layer.linear1, layer.linear2
+    return block_cls(MultiHeadAttention.from_torch(layer.self_attn), ffn, layer.norm1, layer.norm2).eval()
+
+
+@pytest.mark.parametrize(
+    ("block_cls", "norm_first"), [(PreNormEncoderBlock, True), (PostNormEncoderBlock, False)]
+)
+def test_encoder_blocks_match_torch_with_padding(block_cls, norm_first):
+    layer = torch_encoder_layer(norm_first)
+    block = block_from_torch(block_cls, layer)
+    x, real = x_input(), padding_mask([5, 3], 5)  # (B, T): True = real token
+    with torch.no_grad():
+        ours = block(x, mask=key_mask(real))
+        theirs = layer(x, src_key_padding_mask=~real)  # torch: True = ignore
+    # torch's eval fast path may zero padded rows; compare the real tokens.
+    torch.testing.assert_close(ours[real], theirs[real], **TOL)
+
+
+@pytest.mark.parametrize(
+    ("block_cls", "norm_first"), [(PreNormDecoderBlock, True), (PostNormDecoderBlock, False)]
+)
+def test_decoder_blocks_are_causal_encoder_layers(block_cls, norm_first):
+    layer = torch_encoder_layer(norm_first)
+    block = block_from_torch(block_cls, layer)
+    x = x_input()
+    with torch.no_grad():
+        theirs = layer(x, src_mask=~causal_mask(5), is_causal=True)
+        torch.testing.assert_close(block(x), theirs, **TOL)
+
+
+def test_cross_attention_block_matches_torch_decoder_layer():
+    layer = nn.TransformerDecoderLayer(
+        C, H, dim_feedforward=HIDDEN, dropout=0.0, activation="relu", batch_first=True, norm_first=True
+    )
+    layer = randomize_(layer)
+    ffn = FeedForward(C, HIDDEN, "relu")
+    ffn.up_proj, ffn.down_proj = layer.linear1, layer.linear2
+    block = CrossAttentionBlock(
+        MultiHeadAttention.from_torch(layer.self_attn),
+        MultiHeadAttention.from_torch(layer.multihead_attn),
+        ffn,
+        layer.norm1,
+        layer.norm2,
+        layer.norm3,
+    ).eval()
+    x, memory = x_input(T=4), x_input(T=6, seed=2)
+    memory_real = padding_mask([6, 2], 6)
+    with torch.no_grad():
+        theirs = layer(
+            x, memory, tgt_mask=~causal_mask(4), tgt_is_causal=True, memory_key_padding_mask=~memory_real
+        )
+        ours = block(x, memory, memory_mask=key_mask(memory_real))
+    torch.testing.assert_close(ours, theirs, **TOL)
+
+
+def gpt_like_block(residual: bool = True) -> PreNormDecoderBlock:
+    torch.manual_seed(0)
+    block = PreNormDecoderBlock(
+        MultiHeadAttention(C, H),
+        FeedForward(C, HIDDEN, "gelu_tanh"),
+        nn.LayerNorm(C),
+        nn.LayerNorm(C),
+        residual=residual,
+    )
+    return randomize_(block)
+
+
+def test_decoder_block_with_kv_cache_equals_full_forward():
+    block = gpt_like_block()
+    x = x_input(T=6)
+    cache = KVCache(1)
+    with torch.no_grad():
+        steps = [block(x[:, :2], kv_cache=cache.layers[0])]
+        steps += [block(x[:, t : t + 1], kv_cache=cache.layers[0]) for t in range(2, 6)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), block(x), **TOL)
+
+
+def test_residual_false_removes_the_skip_connections():
+    block = gpt_like_block(residual=False)
+    x = x_input()
+    with torch.no_grad():
+        h = block.attn(block.attn_norm(x), is_causal=True)
+        expected = block.ffn(block.ffn_norm(h))
+        torch.testing.assert_close(block(x), expected, **TOL)
+        with_skip = gpt_like_block(residual=True)  # same seed, same weights
+        assert not torch.allclose(with_skip(x), block(x))
+
+
+def test_residual_stream_carries_gradient_through_a_deep_stack():
+    """The experiment of notebook 08 in miniature: without skips, the input gradient of a deep
+    post-norm-free stack shrinks; with them it stays of order one."""
+
+    def input_grad_norm(residual: bool) -> float:
+        torch.manual_seed(0)
+        blocks = nn.Sequential(
+            *[
+                PreNormEncoderBlock(
+                    MultiHeadAttention(C, H),
+                    FeedForward(C, HIDDEN),
+                    nn.LayerNorm(C),
+                    nn.LayerNorm(C),
+                    residual=residual,
+                )
+                for _ in range(12)
+            ]
+        )
+        init_normal_(blocks)
+        x = x_input().requires_grad_(True)
+        blocks(x).sum().backward()
+        return float(x.grad.norm())
+
+    assert input_grad_norm(residual=True) > 10 * input_grad_norm(residual=False)
+
+
+def test_block_errors():
+    block = gpt_like_block()
+    with pytest.raises(ValueError, match=r"x: expected shape \(B, T, C\)"):
+        block(torch.randn(5, C))
+    cross = CrossAttentionBlock(
+        MultiHeadAttention(C, H),
+        MultiHeadAttention(C, H),
+        FeedForward(C, HIDDEN),
+        RMSNorm(C),
+        RMSNorm(C),
+        RMSNorm(C),
+    )
+    with pytest.raises(ValueError, match="memory"):
+        cross(x_input(), torch.randn(3, 6, C))  # batch of 3 against 2
+    with pytest.raises(ValueError, match="std"):
+        init_normal_(nn.Linear(2, 2), std=0.0)

@@ -1,0 +1,303 @@
+"""The four model families against Hugging Face transformers (random weights, small configs, no downloads),
+and cached step-by-step decoding against the full forward pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu.kv_cache import KVCache
+from attn_edu.models import BERT, GPT, T5, BertConfig, BertMLM, GPTConfig, Llama, LlamaConfig, T5Config
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+TOL = {"atol": 1e-4, "rtol": 1e-4}
+V = 50
+
+
+def randomize_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """HF initialises biases to 0 and norm gains to 1; perturb every tensor so each copy is tested."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
+def ids(B: int, T: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def hf_gpt2(**overrides):
+    cfg = dict(n_layer=2, n_embd=32, n_head=4, vocab_size=V, n_positions=16)
+    config = transformers.GPT2Config(**(cfg | overrides), attn_implementation="eager")
+    return randomize_(transformers.GPT2LMHeadModel(config))
+
+
+def hf_llama(**overrides):
+    cfg = dict(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=56,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # GQA: two query heads per kv head
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+    )
+    config = transformers.LlamaConfig(**(cfg | overrides), attn_implementation="eager")
+    return randomize_(transformers.LlamaForCausalLM(config))
+
+
+def hf_t5(**overrides):
+    cfg = dict(
+        vocab_size=V,
+        d_model=32,
+        d_kv=8,
+        num_heads=4,
+        d_ff=48,
+        num_layers=2,
+        num_decoder_layers=3,
+        relative_attention_num_buckets=8,  # few buckets and a short max_distance: 9 tokens reach
+        relative_attention_max_distance=6,  # the log-spaced and the clipped buckets too
+    )
+    config = transformers.T5Config(**(cfg | overrides), attn_implementation="eager")
+    return randomize_(transformers.T5ForConditionalGeneration(config))
+
+
+def hf_bert_config():
+    return transformers.BertConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=16,
+        attn_implementation="eager",
+    )
+
+
+PADDING = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0]])  # (B, T): second row padded
+
+
+# ---------------------------------------------------------------------------------------------------
+# Equivalence with Hugging Face
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_gpt_matches_gpt2():
+    hf = hf_gpt2()
+    ours = GPT.from_hf(hf)
+    x = ids(2, 9)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, **TOL)
+    assert ours.lm_head.weight is ours.token_embedding.weight  # tied, as in GPT-2
+
+
+def test_bert_matches_bert_model_on_a_padded_batch():
+    hf = randomize_(transformers.BertModel(hf_bert_config()))
+    ours = BERT.from_hf(hf)
+    x, segments = ids(2, 7), ids(2, 7, seed=2) % 2
+    with torch.no_grad():
+        expected = hf(x, attention_mask=PADDING, token_type_ids=segments).last_hidden_state
+        torch.testing.assert_close(ours(x, PADDING, segments), expected, **TOL)
+        # bool masks mean the same thing
+        torch.testing.assert_close(ours(x, PADDING.bool(), segments), expected, **TOL)
+
+
+def test_bert_padding_is_invisible_to_real_tokens():
+    ours = BERT.from_hf(randomize_(transformers.BertModel(hf_bert_config())))
+    x = ids(2, 7)
+    changed = x.clone()
+    changed[1, 4:] = (changed[1, 4:] + 1) % V  # rewrite the padded tokens only
+    with torch.no_grad():
+        a, b = ours(x, PADDING), ours(changed, PADDING)
+    torch.testing.assert_close(a[1, :4], b[1, :4], **TOL)
+
+
+def test_bert_mlm_matches_bert_for_masked_lm():
+    hf = randomize_(transformers.BertForMaskedLM(hf_bert_config()))
+    ours = BertMLM.from_hf(hf)
+    x = ids(2, 7)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x, PADDING), hf(x, attention_mask=PADDING).logits, **TOL)
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_llama_with_gqa_matches_llama_for_causal_lm(tie):
+    hf = hf_llama(tie_word_embeddings=tie)
+    ours = Llama.from_hf(hf)
+    assert ours.config.num_kv_heads == 2 < ours.config.num_heads and ours.config.rope_base == 500.0
+    assert (ours.lm_head.weight is ours.token_embedding.weight) == tie
+    x = ids(2, 9)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), hf(x).logits, **TOL)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_t5_matches_t5_for_conditional_generation(tie):
+    hf = hf_t5(tie_word_embeddings=tie)  # False: T5 v1.1 style, no C^-0.5 logit rescale
+    ours = T5.from_hf(hf)
+    assert ours.config.tie_embeddings == tie
+    src = ids(2, 9)
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3])
+    tgt = ids(2, 8, seed=3)
+    with torch.no_grad():
+        expected = hf(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+        torch.testing.assert_close(ours(src, tgt, mask), expected, **TOL)
+
+
+# ---------------------------------------------------------------------------------------------------
+# KV cache: one token at a time equals the full forward
+# ---------------------------------------------------------------------------------------------------
+
+
+def decode_stepwise(step, x: torch.Tensor, num_layers: int, prompt: int = 3) -> torch.Tensor:
+    """Feed ``prompt`` tokens at once, then one token per call, through ``step(ids, kv_cache=...)``."""
+    cache = KVCache(num_layers)
+    pieces = [step(x[:, :prompt], kv_cache=cache)]
+    for t in range(prompt, x.shape[1]):
+        pieces.append(step(x[:, t : t + 1], kv_cache=cache))
+    assert cache.seq_len == x.shape[1]
+    return torch.cat(pieces, dim=1)  # (B, T, V)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        GPT(GPTConfig(vocab_size=V, embed_dim=32, num_heads=4, ffn_dim=48)),
+        Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=2, ffn_dim=48)),
+        Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=1, ffn_dim=48)),  # MQA
+    ],
+    ids=["gpt", "llama-gqa", "llama-mqa"],
+)
+def test_decoder_with_kv_cache_equals_full_forward(model):
+    model = randomize_(model)
+    x = ids(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(decode_stepwise(model, x, model.config.num_layers), model(x), **TOL)
+
+
+def test_t5_decoder_with_kv_cache_equals_full_forward():
+    model = T5.from_hf(hf_t5())
+    src, tgt = ids(2, 9), ids(2, 8, seed=3)
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3])
+    with torch.no_grad():
+        memory = model.encode(src, mask)
+
+        def step(piece, kv_cache):
+            return model(src, piece, mask, kv_cache=kv_cache, encoder_output=memory)
+
+        stepwise = decode_stepwise(step, tgt, model.config.num_decoder_layers)
+        torch.testing.assert_close(stepwise, model(src, tgt, mask), **TOL)
+
+
+def test_hf_cached_generation_agrees_with_ours():
+    """Greedy decoding with Hugging Face's own cache picks the same tokens as ours, step by step."""
+    hf = hf_llama()
+    ours = Llama.from_hf(hf)
+    prompt = ids(1, 4)
+    with torch.no_grad():
+        hf_tokens = hf.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
+        cache, tokens = KVCache(ours.config.num_layers), prompt
+        logits = ours(prompt, kv_cache=cache)
+        for _ in range(5):
+            next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            logits = ours(next_token, kv_cache=cache)
+    assert torch.equal(tokens, hf_tokens)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Behaviour and errors
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GPT(GPTConfig(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32)),
+        lambda: Llama(LlamaConfig(vocab_size=V, embed_dim=16, num_heads=2, num_kv_heads=1, ffn_dim=32)),
+    ],
+    ids=["gpt", "llama"],
+)
+def test_decoders_are_causal(make):
+    model = make().eval()
+    x = ids(1, 8)
+    changed = x.clone()
+    changed[0, 5:] = (changed[0, 5:] + 1) % V
+    with torch.no_grad():
+        torch.testing.assert_close(model(x)[:, :5], model(changed)[:, :5], **TOL)
+        assert not torch.allclose(model(x)[:, 5:], model(changed)[:, 5:])
+
+
+def torch_sdpa(q, k, v, mask=None, *, is_causal=False, scale=None):
+    """PyTorch's SDPA behind our signature (T == S here, so its top-left causal mask is right)."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "config"),
+    [
+        (GPT, GPTConfig(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32)),
+        (Llama, LlamaConfig(vocab_size=V, embed_dim=16, num_heads=2, num_kv_heads=1, ffn_dim=32)),
+    ],
+    ids=["gpt", "llama"],
+)
+def test_attention_fn_is_passed_to_every_layer(cls, config):
+    torch.manual_seed(0)
+    reference = cls(config).eval()
+    fast = cls(config, attention_fn=torch_sdpa).eval()
+    fast.load_state_dict(reference.state_dict())
+    assert all(block.attn.attention_fn is torch_sdpa for block in fast.blocks)
+    x = ids(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), reference(x), **TOL)
+
+
+def test_t5_encoder_padding_is_hidden_from_the_decoder():
+    model = T5(T5Config(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32)).eval()
+    src, tgt = ids(1, 6), ids(1, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    changed = src.clone()
+    changed[0, 4:] = (changed[0, 4:] + 1) % V
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt, mask), model(changed, tgt, mask), **TOL)
+
+
+def test_input_errors_name_the_argument():
+    gpt = GPT(GPTConfig(vocab_size=V, max_seq_len=8, embed_dim=16, num_heads=2, ffn_dim=32))
+    with pytest.raises(ValueError, match="input_ids"):
+        gpt(torch.tensor([[1, V]]))  # id outside the vocabulary
+    with pytest.raises(ValueError, match="input_ids"):
+        gpt(torch.tensor([1, 2]))  # missing batch dim
+    with pytest.raises(ValueError, match="max_len=8"):
+        gpt(ids(1, 9))  # longer than the learned position table
+    bert = BERT(BertConfig(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32))
+    with pytest.raises(ValueError, match="attention_mask"):
+        bert(ids(2, 7), PADDING[:, :5])
+    with pytest.raises(ValueError, match="attention_mask"):
+        bert(ids(2, 7), PADDING * 2)
+    t5 = T5(T5Config(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32))
+    with pytest.raises(ValueError, match="encoder_output"):
+        t5(ids(1, 4), ids(1, 3), encoder_output=torch.zeros(1, 4, 8))
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="num_heads"):
+        GPTConfig(embed_dim=30, num_heads=4)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        LlamaConfig(num_heads=4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_layers"):
+        T5Config(num_layers=0)
+    with pytest.raises(ValueError, match="config"):
+        GPT(LlamaConfig())
+
+
+def test_unsupported_hf_variants_are_refused():
+    with pytest.raises(ValueError, match="feed_forward_proj"):
+        T5.from_hf(hf_t5(feed_forward_proj="gated-gelu"))
+    with pytest.raises(ValueError, match="rope_type"):
+        Llama.from_hf(hf_llama(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}))
