@@ -1,0 +1,245 @@
+"""The child side of ``python -m attn_edu.grade``: run one learner notebook, report plain numbers.
+
+:mod:`attn_edu.grade` starts :func:`run` in a process forked from a server that has already imported
+torch (``multiprocessing``'s forkserver, so each notebook starts in well under a second instead of paying
+for a fresh torch import), one process per notebook, never reused. The process
+
+1. starts its own session (so the grader can kill everything it spawns), moves to an empty folder,
+   and limits its memory (``RLIMIT_AS``) and file sizes before any learner code runs;
+2. sends the learner's printing to a small buffer (file descriptors 1 and 2 go to ``/dev/null``;
+   stdin is ``/dev/null``, so ``input()`` raises ``EOFError``);
+3. runs the notebook's code cells in order in one namespace, each under a time limit, like "Run all"
+   in Jupyter (IPython syntax such as ``%pip`` is translated; magics and ``!`` commands are skipped);
+4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit;
+5. writes one JSON line per event to the results file as it goes, so what was graded before a crash survives.
+
+Nothing here decides PASS or FAIL: the grader reads the numbers back, checks them against a strict
+schema and compares them with the reference in its own process, where the learner's code never ran.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
+INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8"}
+DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+
+
+def _limit_resources(memory_bytes: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 2**20, 256 * 2**20))  # no disk-filling files
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _Capped(io.TextIOBase):
+    """A text stream that keeps the first ``limit`` characters and drops the rest (an endless print is cheap)."""
+
+    def __init__(self, limit: int = 4000) -> None:
+        self.limit, self.kept = limit, []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        if self.size < self.limit:
+            self.kept.append(text[: self.limit - self.size])
+        self.size += len(text)
+        return len(text)
+
+
+def _silence() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.stdout, sys.stderr = _Capped(), _Capped()
+
+
+class _Shell:
+    """Stands in for ``get_ipython()``: magics and shell commands do nothing when grading."""
+
+    def run_line_magic(self, name: str, line: str, *args: Any) -> None:
+        return None
+
+    def run_cell_magic(self, name: str, line: str, body: str) -> None:
+        return None
+
+    def system(self, command: str) -> None:
+        return None
+
+    def getoutput(self, command: str) -> list[str]:
+        return []
+
+
+def _translate(source: str) -> str:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # plain Python without IPython: only pure-Python cells run
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+def _text(value: object, limit: int = 300) -> str:
+    return str(value)[:limit]
+
+
+def encode_value(value: Any) -> Any:
+    """A grader input as JSON: tensors become ``{"tensor": {dtype, shape, data}}``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return {"tensor": {"dtype": dtype, "shape": list(value.shape), "data": value.reshape(-1).tolist()}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"value: cannot send {type(value).__name__} to the worker")
+
+
+def decode_value(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, dict):
+        spec = value["tensor"]
+        dtype = getattr(torch, spec["dtype"])
+        return torch.tensor(spec["data"], dtype=dtype).reshape(spec["shape"])
+    return value
+
+
+def _encode_output(value: object, max_elements: int) -> dict[str, Any]:
+    """The learner's return value as plain data; only an exact ``torch.Tensor`` is sent as numbers."""
+    import torch
+
+    if type(value) is not torch.Tensor:
+        name = type(value).__name__
+        if isinstance(value, torch.Tensor):
+            name = f"a subclass of torch.Tensor ({name})"
+        return {"kind": "wrong_type", "detail": _text(name)}
+    dtype = str(value.dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        return {"kind": "wrong_type", "detail": f"a torch.Tensor of dtype {dtype}"}
+    shape = list(value.shape)
+    if value.numel() > max_elements:
+        return {"kind": "oversized", "dtype": dtype, "shape": shape}
+    flat = value.detach().cpu().reshape(-1)
+    if dtype in FLOAT_DTYPES:
+        data = [x if x == x and abs(x) != float("inf") else repr(x) for x in flat.double().tolist()]
+    else:
+        data = flat.tolist()
+    return {"kind": "tensor", "dtype": dtype, "shape": shape, "data": data}
+
+
+def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
+    from attn_edu.grading import ExerciseTimeout, time_limit
+
+    args = [decode_value(a) for a in case["args"]]
+    kwargs = {name: decode_value(v) for name, v in case["kwargs"].items()}
+    try:
+        with time_limit(seconds):
+            return _encode_output(fn(*args, **kwargs), case["max_elements"])
+    except NotImplementedError as err:
+        return {"kind": "not_implemented", "detail": _text(err)}
+    except ExerciseTimeout:
+        return {"kind": "timeout", "detail": f"{seconds:g} s"}
+    except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
+        return {"kind": "error", "detail": _text(f"{type(err).__name__}: {err}")}
+
+
+def _run_cells(cells: list[str], namespace: dict[str, Any], seconds: float, emit: Any) -> None:
+    from attn_edu.grading import ExerciseTimeout, time_limit
+
+    for index, source in cells:
+        try:
+            code = compile(_translate(source), f"<cell {index}>", "exec")
+            with time_limit(seconds):
+                exec(code, namespace)
+        except ExerciseTimeout:
+            emit({"event": "cell", "index": index, "status": "timeout", "detail": f"over {seconds:g} s"})
+        except BaseException as err:  # noqa: BLE001 - a failing cell must not stop the notebook
+            emit(
+                {
+                    "event": "cell",
+                    "index": index,
+                    "status": "error",
+                    "detail": _text(f"{type(err).__name__}: {err}"),
+                }
+            )
+
+
+CHILD_ENV = {
+    "ATTN_EDU_GRADER_CHILD": "1",  # check() in the notebook only records the function
+    "OMP_NUM_THREADS": "1",  # one core per notebook; --jobs grades several side by side
+    "MKL_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+}
+
+
+def run(request_path: str, results_path: str, workdir: str) -> None:
+    """Grade one notebook as described in the request file; the process ends here (``os._exit``)."""
+    os.setsid()
+    os.chdir(workdir)  # files the notebook writes land in a folder the grader deletes
+    os.environ.pop("ATTN_EDU_STRICT", None)
+    os.environ.update(CHILD_ENV)
+    with open(request_path, encoding="utf-8") as f:
+        request = json.load(f)
+    _limit_resources(request["memory_bytes"])
+    results = os.open(results_path, os.O_WRONLY | os.O_APPEND)
+
+    def emit(event: dict[str, Any]) -> None:
+        os.write(results, (json.dumps(event) + "\n").encode())
+
+    emit({"event": "started"})
+    _silence()
+    try:
+        with open(request["notebook"], encoding="utf-8") as f:
+            notebook = json.load(f)
+        cells = [
+            (i, "".join(c["source"]) if isinstance(c["source"], list) else c["source"])
+            for i, c in enumerate(notebook["cells"], 1)
+            if c.get("cell_type") == "code"
+        ]
+    except Exception as err:  # noqa: BLE001 - not JSON, no cells, ...: the grader reports it
+        emit({"event": "unreadable", "detail": _text(f"{type(err).__name__}: {err}")})
+        os._exit(0)
+    import torch
+
+    from attn_edu import grading
+
+    torch.set_num_threads(1)
+    namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _Shell}
+    _run_cells(cells, namespace, request["cell_timeout"], emit)
+    for exercise in request["exercises"]:
+        fn = namespace.get(exercise["function"])
+        if fn is None:  # renamed? then the function the notebook passed to check() stands in
+            fn = grading._submitted.get(exercise["id"])
+        if fn is None:
+            emit({"event": "exercise", "id": exercise["id"], "missing": True})
+            continue
+        if not callable(fn):
+            detail = f"{exercise['function']} is a {type(fn).__name__}, not a function"
+            emit(
+                {
+                    "event": "exercise",
+                    "id": exercise["id"],
+                    "outcomes": [{"kind": "error", "detail": _text(detail)}],
+                }
+            )
+            continue
+        outcomes = []
+        deadline = time.monotonic() + request["exercise_timeout"]  # one budget for all the cases
+        for case in exercise["cases"]:
+            outcomes.append(_call(fn, case, max(deadline - time.monotonic(), 1e-3)))
+            if outcomes[-1]["kind"] != "tensor":
+                break
+        if outcomes and outcomes[-1]["kind"] == "timeout":
+            outcomes[-1]["detail"] = f"{request['exercise_timeout']:g} s"
+        emit({"event": "exercise", "id": exercise["id"], "outcomes": outcomes})
+    emit({"event": "done"})
+    os._exit(0)  # skip whatever the learner registered with atexit

@@ -1,0 +1,9 @@
+"""The checks behind the graded exercises, one module per concept.
+
+Importing this package registers every exercise with :mod:`attn_edu.grading`. A notebook that adds
+exercises adds a module here (``attn_edu/checks/<concept>.py``) and imports it below.
+"""
+
+from attn_edu.checks import (
+    attention,  # noqa: F401  (exercises 02.*)
+)

@@ -1,0 +1,267 @@
+"""`python -m attn_edu.grade`: misbehaving submissions never pass, never stop the grader, always get JSON.
+
+The bad submissions are written here from the committed exercise notebook: exercise 02.1's
+`raise NotImplementedError(...)` line is replaced by the misbehaviour. All of them are graded by one
+run of the command over a folder (two notebooks at a time, small time limits), and each test reads its
+learner's entry from the JSON and CSV that run wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_edu import grade
+from attn_edu.grading import Outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product.ipynb"
+SOLUTION = ROOT / "solutions" / "02_qkv_scaled_dot_product.ipynb"
+LIMITS = ["--timeout", "3", "--cell-timeout", "4", "--notebook-timeout", "15", "--memory-mb", "2048"]
+
+PATCHES = {
+    "patch_allclose": "torch.allclose = lambda *args, **kwargs: True",
+    "patch_equal": "torch.equal = lambda *args, **kwargs: True",
+    "patch_assert_close": "torch.testing.assert_close = lambda *args, **kwargs: None",
+    "patch_np_allclose": "import numpy\nnumpy.allclose = lambda *args, **kwargs: True",
+}
+WRONG_BUT_RIGHT_SHAPE = "return torch.zeros(*q.shape[:-1], k.shape[-2])"
+
+# learner name -> the body of attention_weights (02.1), indented by 4 spaces
+BODIES = {
+    "infinite_loop": "while True:\n    pass",
+    "print_loop": "while True:\n    print('spam ' * 100)",
+    "os_exit": "import os\nos._exit(3)",
+    "sys_exit": "import sys\nsys.exit(0)",
+    "exception": "raise ValueError('boom')",
+    "memory_bomb": "blocks = []\nwhile True:\n    blocks.append(torch.empty(2**28))  # 1 GB more each time",
+    "input": "return input('your answer? ')",
+    "huge_print": "big = torch.rand(2000, 2000)\nprint(big)\nprint(big.sum(dim=0))\nreturn big",
+    "eq_always_true": "class Yes:\n    def __eq__(self, other):\n        return True\nreturn Yes()",
+    "tensor_subclass": (
+        "class Liar(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+        f"{WRONG_BUT_RIGHT_SHAPE}.as_subclass(Liar)"
+    ),
+    **{name: f"{patch}\n{WRONG_BUT_RIGHT_SHAPE}" for name, patch in PATCHES.items()},
+}
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _cell_of(nb: dict, exercise_id: str) -> dict:
+    marker = f"# Exercise {exercise_id}:"
+    return next(c for c in nb["cells"] if c["cell_type"] == "code" and marker in "".join(c["source"]))
+
+
+def _with_body(nb: dict, body: str) -> dict:
+    cell = _cell_of(nb, "02.1")
+    lines = "".join(cell["source"]).split("\n")
+    at = next(i for i, line in enumerate(lines) if "raise NotImplementedError" in line)
+    lines[at : at + 1] = ["    " + line for line in body.split("\n")]
+    cell["source"] = "\n".join(lines)
+    return nb
+
+
+def _submissions(folder: Path) -> None:
+    for name, body in BODIES.items():
+        nb = _with_body(_load(EXERCISE), body)
+        if name.startswith("patch_"):  # patch in a cell of its own too, before anything is checked
+            nb["cells"].insert(
+                3,
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "source": PATCHES[name],
+                    "outputs": [],
+                    "execution_count": None,
+                },
+            )
+        (folder / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(EXERCISE)
+    nb["cells"].remove(_cell_of(nb, "02.1"))
+    (folder / "cell_deleted.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(SOLUTION)
+    cell = _cell_of(nb, "02.1")
+    cell["source"] = "".join(cell["source"]).replace("def attention_weights(", "def my_weights(")
+    (folder / "renamed.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(SOLUTION)  # everything right, then the process ends before grading can start
+    nb["cells"].append(
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "import os\nos._exit(0)",
+            "outputs": [],
+            "execution_count": None,
+        }
+    )
+    (folder / "top_level_exit.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(SOLUTION)  # a cell that ignores the cell time limit: only the notebook limit stops it
+    nb["cells"].append(
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass",
+        }
+    )
+    (folder / "ignores_alarm.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    (folder / "not_json.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
+    (folder / "untouched.ipynb").write_text(EXERCISE.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "solution.ipynb").write_text(SOLUTION.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("submissions")
+    _submissions(folder)
+    out = tmp_path_factory.mktemp("out")
+    command = [
+        sys.executable,
+        "-m",
+        "attn_edu.grade",
+        str(folder),
+        "--notebook",
+        "02",
+        "--jobs",
+        "2",
+        *LIMITS,
+    ]
+    command += ["--json", str(out / "grades.json"), "--csv", str(out / "grades.csv")]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=out)
+    document = _load(out / "grades.json")
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    by_learner = {s["learner"]: s for s in document["submissions"]}
+    return {"run": run, "document": document, "rows": rows, "by_learner": by_learner}
+
+
+def _status(graded: dict, learner: str, exercise_id: str = "02.1") -> dict:
+    entry = graded["by_learner"][learner]
+    result = next(r for r in entry["exercises"] if r["id"] == exercise_id)
+    assert graded["rows"][learner][exercise_id] == result["status"]  # the CSV agrees with the JSON
+    return result
+
+
+EXPECTED = {
+    "infinite_loop": ("TIMEOUT", "no answer within 3 s"),
+    "print_loop": ("TIMEOUT", "no answer within 3 s"),
+    "os_exit": ("ERROR", "exit code 3"),
+    "sys_exit": ("ERROR", "SystemExit"),
+    "exception": ("ERROR", "ValueError: boom"),
+    "memory_bomb": ("ERROR", "memory"),
+    "input": ("ERROR", "EOFError"),
+    "huge_print": ("FAIL", "got (2000, 2000)"),
+    "eq_always_true": ("FAIL", "got Yes"),
+    "tensor_subclass": ("FAIL", "subclass of torch.Tensor (Liar)"),
+    "patch_allclose": ("FAIL", "values differ"),
+    "patch_equal": ("FAIL", "values differ"),
+    "patch_assert_close": ("FAIL", "values differ"),
+    "patch_np_allclose": ("FAIL", "values differ"),
+    "cell_deleted": ("NOT_ATTEMPTED", "no function named `attention_weights`"),
+    "renamed": ("NOT_ATTEMPTED", "no function named `attention_weights`"),
+    "top_level_exit": ("ERROR", "ended before this exercise was graded"),
+    "ignores_alarm": ("TIMEOUT", "did not finish within 15 s"),
+    "not_json": ("ERROR", "not a readable notebook"),
+}
+
+
+@pytest.mark.parametrize("learner", sorted(EXPECTED))
+def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> None:
+    status, words = EXPECTED[learner]
+    result = _status(graded, learner)
+    assert result["status"] == status, result
+    assert words.lower() in (result["message"] + " " + result["hint"]).lower(), result
+    assert result["points"] == 0
+
+
+def test_solution_passes_everything(graded: dict) -> None:
+    entry = graded["by_learner"]["solution"]
+    assert [r["status"] for r in entry["exercises"]] == ["PASS"] * 3
+    assert entry["points"] == entry["max_points"] == 3
+
+
+def test_untouched_exercise_is_not_attempted(graded: dict) -> None:
+    assert [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]] == ["NOT_ATTEMPTED"] * 3
+
+
+def test_other_exercises_still_graded_after_a_bad_one(graded: dict) -> None:
+    # 02.1 loops forever; 02.2 and 02.3 are untouched and must still be reached
+    assert _status(graded, "infinite_loop", "02.2")["status"] == "NOT_ATTEMPTED"
+
+
+def test_command_output_and_exit_code(graded: dict) -> None:
+    run = graded["run"]
+    assert run.returncode == 1, run.stderr
+    assert "solution" in run.stdout and "02.1   PASS" in run.stdout
+    assert len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 2
+
+
+def test_all_pass_exits_zero_and_grader_failure_exits_two(tmp_path: Path) -> None:
+    json_path = tmp_path / "grades.json"
+    assert grade.main([str(SOLUTION), "--json", str(json_path), *LIMITS]) == 0
+    assert _load(json_path)["submissions"][0]["passed"] is True
+    assert grade.main([str(tmp_path / "missing.ipynb"), "--json", str(json_path)]) == 2
+    assert "no notebook or folder" in _load(json_path)["error"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The schema that results from the learner's process must follow
+
+
+def test_decode_outcome_reads_plain_numbers() -> None:
+    raw = {"kind": "tensor", "dtype": "float32", "shape": [2, 2], "data": [1.0, "nan", 2, "-inf"]}
+    out = grade.decode_outcome(raw, max_elements=4)
+    assert out.kind == "tensor" and out.tensor.shape == (2, 2) and math.isnan(out.tensor[0, 1])
+    big = grade.decode_outcome({"kind": "oversized", "dtype": "bool", "shape": [10**6, 10**6]}, 100)
+    assert big.tensor.shape == (10**6, 10**6)  # only the shape, for the message
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "tensor", "dtype": "float32", "shape": [2], "data": [1.0, 2.0], "extra": 1},
+        {"kind": "tensor", "dtype": "float32", "shape": [3], "data": [1.0, 2.0]},
+        {"kind": "tensor", "dtype": "float32", "shape": [2], "data": [True, 1.0]},
+        {"kind": "tensor", "dtype": "float32", "shape": [2], "data": [1e400, 1.0]},
+        {"kind": "tensor", "dtype": "bool", "shape": [2], "data": [1, 0]},
+        {"kind": "tensor", "dtype": "int8", "shape": [1], "data": [1000]},
+        {"kind": "tensor", "dtype": "complex64", "shape": [1], "data": [1.0]},
+        {"kind": "tensor", "dtype": "float32", "shape": [-1], "data": []},
+        {"kind": "tensor", "dtype": "float32", "shape": [100], "data": [0.0] * 100},
+        {"kind": "oversized", "dtype": "float32", "shape": [2]},
+        {"kind": "error", "detail": 3},
+        {"kind": "pass"},
+        ["tensor"],
+    ],
+)
+def test_decode_outcome_rejects_malformed_results(raw: object) -> None:
+    with pytest.raises(grade.SchemaError):
+        grade.decode_outcome(raw, max_elements=10)
+
+
+def test_read_events_ignores_bad_lines(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    good = {"event": "exercise", "id": "02.1", "outcomes": [{"kind": "error", "detail": "x\x1b[2J"}]}
+    lines = [
+        '{"event": "started"}',
+        '{"event": "exercise", "id": "02.9", "missing": true}',  # not an exercise of this notebook
+        '{"event": "exercise", "id": "02.2", "outcomes": [{"kind": "tensor", "dtype": "float32", '
+        '"shape": [1], "data": [NaN]}]}',  # a bare NaN is not JSON
+        json.dumps(good),
+        json.dumps({**good, "outcomes": [{"kind": "timeout", "detail": "1 s"}]}),  # a second 02.1 is ignored
+        "[" * 100000,
+    ]
+    results.write_text("\n".join(lines), encoding="utf-8")
+    parsed = grade.read_events(results, {"02.1": [10], "02.2": [10]})
+    assert parsed["started"] and not parsed["done"]
+    assert parsed["outcomes"] == {"02.1": [Outcome("error", detail="x [2J")]}
+    assert len(parsed["notes"]) == 4

@@ -1,0 +1,218 @@
+"""`attn_edu.grading`: correct functions pass, each known mistake is named, nothing escapes a check."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check, hint
+
+EXERCISES = {
+    i: e for i, e in grading.exercises().items() if i.startswith("02.")
+}  # other notebooks: own tests
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with grading.one_thread():  # as check() does; direct judge() calls here run on tiny tensors too
+        yield
+
+
+MISTAKES = [(eid, i) for eid, ex in EXERCISES.items() for i in range(len(ex.mistakes))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Independent correct versions (PyTorch's SDPA, plain loops) pass
+
+
+def _peer_weights(q, k, mask=None):
+    # Attention with v = identity returns the weights themselves; fully masked rows are NaN in PyTorch
+    S = k.shape[-2]
+    eye = torch.eye(S).expand(*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), S, S)
+    return F.scaled_dot_product_attention(q, k, eye, attn_mask=mask).nan_to_num(0.0)
+
+
+def _peer_sdpa(q, k, v, mask=None, *, is_causal=False):
+    if is_causal:
+        from torch.nn.attention.bias import causal_lower_right
+
+        T, S = q.shape[-2], k.shape[-2]
+        causal = causal_lower_right(T, S)._materialize(q.device)
+        mask = causal if mask is None else mask & causal
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0)
+
+
+def _peer_mask(lengths, T):
+    out = torch.zeros(len(lengths), 1, T, T, dtype=torch.bool)
+    for b, length in enumerate(lengths.tolist()):
+        for t in range(T):
+            for s in range(min(t + 1, length)):
+                out[b, 0, t, s] = True
+    return out
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn", [("02.1", _peer_weights), ("02.2", _peer_sdpa), ("02.3", _peer_mask)]
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+    assert result.points == result.max_points == 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Known mistakes are recognised, on the notebook's cases and on the grader's
+
+
+def test_each_exercise_knows_at_least_three_mistakes() -> None:
+    assert set(EXERCISES) == {"02.1", "02.2", "02.3"}
+    for exercise in EXERCISES.values():
+        assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_is_named(exercise_id: str, index: int) -> None:
+    mistake = EXERCISES[exercise_id].mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL
+    assert result.hint == mistake.message, result
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_is_named_on_the_graders_cases(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    cases = grading.make_cases(exercise, GRADER_SEED)
+    outcomes = [grading.run_case(exercise.mistakes[index].fn, c, None) for c in cases]
+    result = grading.judge(exercise, cases, outcomes)
+    assert result.status is Status.FAIL and result.hint == exercise.mistakes[index].message, result
+
+
+def test_nan_in_fully_masked_rows_fails_the_property() -> None:
+    def plain_softmax(q, k, mask=None):
+        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1)
+
+    result = check("02.1", plain_softmax)
+    assert result.status is Status.FAIL
+    assert result.message.startswith("fully masked rows:") and "NaN" in result.message
+    assert "zeros" in result.hint
+
+
+def test_unknown_mistake_gets_numbers_and_a_diagnosis() -> None:
+    def halves(q, k, mask=None):
+        return grading.get_exercise("02.1").reference(q, k, mask) / 2
+
+    result = check("02.1", halves)
+    assert result.status is Status.FAIL
+    assert "max abs difference" in result.message and "expected" in result.message and "got" in result.message
+    assert "sum to 1" in result.hint
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every other kind of answer gets a status, never an exception
+
+
+def test_not_implemented_is_not_attempted() -> None:
+    def todo(q, k, mask=None):
+        raise NotImplementedError("Exercise 02.1: ...")
+
+    result = check("02.1", todo)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+
+
+@pytest.mark.parametrize(
+    "answer, status, words",
+    [
+        (lambda q, k, mask=None: [[0.5]], Status.FAIL, "got list"),
+        (lambda q, k, mask=None: np.zeros(3), Status.FAIL, "got ndarray"),
+        (lambda q, k, mask=None: type("Yes", (), {"__eq__": lambda s, o: True})(), Status.FAIL, "got Yes"),
+        (lambda q, k, mask=None: torch.zeros(1).as_subclass(torch.nn.Parameter), Status.FAIL, "subclass"),
+        (lambda q, k, mask=None: q @ k.transpose(-2, -1) @ k.transpose(-2, -1), Status.ERROR, "RuntimeError"),
+        (lambda q, k, mask=None: (_ for _ in ()).throw(SystemExit(3)), Status.ERROR, "SystemExit"),
+        (lambda q, k, mask=None: (k @ q.transpose(-2, -1)).softmax(-1), Status.FAIL, "expected shape"),
+        (
+            lambda q, k, mask=None: grading.get_exercise("02.1").reference(q.double(), k.double(), mask),
+            Status.FAIL,
+            "dtype",
+        ),
+    ],
+)
+def test_wrong_answers_get_a_status(answer, status: Status, words: str) -> None:
+    result = check("02.1", answer)
+    assert result.status is status, result
+    assert words in result.message, result
+
+
+def test_a_slow_function_times_out() -> None:
+    def forever(q, k, mask=None):
+        while True:
+            pass
+
+    started = time.monotonic()
+    result = check("02.1", forever, timeout=0.2)
+    assert result.status is Status.TIMEOUT and "0.2 s" in result.message
+    assert time.monotonic() - started < 2
+
+
+def test_time_limits_nest() -> None:
+    with pytest.raises(grading.ExerciseTimeout):
+        with grading.time_limit(0.3):
+            with grading.time_limit(5):
+                pass
+            while True:  # the outer limit still fires after the inner one ended
+                time.sleep(0.01)
+
+
+def test_unknown_id_and_non_function_do_not_raise() -> None:
+    assert check("99.9", print).status is Status.ERROR
+    assert check("02.1", 42).status is Status.ERROR
+
+
+def test_strict_mode_raises_for_anything_but_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTN_EDU_STRICT", "1")
+    assert check("02.3", grading.get_exercise("02.3").reference).passed
+    with pytest.raises(AssertionError, match="02.3"):
+        check("02.3", lambda lengths, T: None)
+
+
+def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTN_EDU_GRADER_CHILD", "1")
+
+    def never_called(lengths, T):
+        raise AssertionError("the grading process calls it itself")
+
+    check("02.3", never_called)
+    assert grading._submitted.pop("02.3") is never_called
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the learner sees
+
+
+def test_result_shows_as_coloured_line() -> None:
+    passed = check("02.3", grading.get_exercise("02.3").reference)
+    failed = check("02.3", lambda lengths, T: ~grading.get_exercise("02.3").reference(lengths, T))
+    assert repr(passed).startswith("✔ Exercise 02.3 passed") and "#1a7f37" in passed._repr_html_()
+    assert repr(failed).startswith("✘ Exercise 02.3 failed") and "#cf222e" in failed._repr_html_()
+    assert "Hint: the mask is inverted" in repr(failed)
+    assert "<b>Hint:</b>" in failed._repr_html_()
+
+
+def test_hints_come_in_tiers() -> None:
+    tiers = [hint("02.2", n).text for n in range(1, 4)]
+    assert len(set(tiers)) == 3 and tiers[0].startswith("1/3") and "hint('02.2', 2)" in tiers[0]
+    assert hint("02.2", 99).text == tiers[-1]
+
+
+def test_an_id_is_registered_once() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        grading.register(dataclasses.replace(EXERCISES["02.1"], title="again"))
