@@ -14,7 +14,7 @@ LAB_PORT ?= 8888
 LAB_ARGS ?=
 
 # Triton has Linux wheels only. NO_TRITON=1 gives the macOS learner's environment on Linux.
-EXTRAS := test,interop
+EXTRAS := test,interop,ui
 ifeq ($(shell uname -s),Linux)
 ifneq ($(NO_TRITON),1)
 EXTRAS := $(EXTRAS),triton

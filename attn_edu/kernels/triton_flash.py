@@ -1,0 +1,806 @@
+"""FlashAttention-2 in Triton: the tiled attention of :mod:`attn_edu.flash`, as a GPU kernel.
+
+This is :func:`attn_edu.flash.tiled_attention` moved onto the GPU. The two loops of
+FlashAttention-2 (Dao 2023, Algorithms 1 and 2) become *programs*: Triton launches one program per
+query block (forward) or per key block (backward), all running in parallel, and each program runs
+the inner loop itself with its tiles held in registers and shared memory (the fast "SRAM" of the
+paper). The variable names (``q_block``, ``k_block``, ``v_block``, ``scores``, ``p``, ``m_i``,
+``l_i``, ``acc``, ``lse``) are those of the PyTorch version, so the two files read side by side.
+
+Four kernels, in data-flow order:
+
+1. ``_flash_forward_kernel``: online softmax over key blocks; writes ``out`` and the log-sum-exp
+   ``lse`` (one float per query), which is all the backward needs (Algorithm 1).
+2. ``_flash_backward_preprocess_kernel``: ``delta = rowsum(dO ∘ O)`` (Algorithm 2, line 4).
+3. ``_flash_backward_dkdv_kernel``: one program per key block accumulates ``dK_j`` and ``dV_j``.
+4. ``_flash_backward_dq_kernel``: one program per query block accumulates ``dQ_i``. Splitting dQ
+   from dK/dV (as the FlashAttention-2 code does) means no two programs write the same rows, so no
+   atomic additions are needed.
+
+Conventions (those of :mod:`attn_edu.attention`):
+
+- ``is_causal`` is **bottom-right aligned**: query ``t`` sits at absolute position ``S - T + t`` and
+  sees keys ``0 .. S - T + t``. PyTorch's ``is_causal`` is top-left (query ``t`` sees keys
+  ``0 .. t``); the two agree only when ``T == S``.
+- A query that sees no key (causal with ``T > S``) returns zeros, never NaN, and gets zero gradient.
+- Head dim ``D`` from 1 to 128. Tiles use ``BLOCK_D``, the next power of two (at least 16, the
+  smallest matrix-multiply size); the extra columns are masked on load and store, so ``D`` need not
+  be a power of two. ``T`` and ``S`` are arbitrary: rows past the end are masked the same way.
+- Grouped-query attention: ``k`` and ``v`` may have ``H_kv`` heads with ``H_kv`` dividing ``H``.
+- ``float16``, ``bfloat16`` and ``float32``. Matrix products accumulate in float32. For float32
+  inputs the products use ``input_precision="ieee"``: a GPU would otherwise round them to TF32
+  (10-bit mantissa), which is fast but ~1e-3 off the reference.
+
+Running without a GPU: set ``TRITON_INTERPRET=1`` **before the first** ``import triton`` of the
+process (Triton decides when it defines a ``@triton.jit`` function, its own ``tl.zeros``, ``tl.max``...
+included, whether to compile or interpret it) and pass CPU tensors. The
+interpreter runs each program in NumPy: correct, and slow (milliseconds per tile pair). It multiplies
+bfloat16 tiles wrongly (Triton issue #11584: ``tl.dot`` reads the raw bits), so when interpreting,
+bfloat16 inputs run through the kernels as float32 and the results are rounded back to bfloat16.
+
+A faster variant, :func:`flash_attention_fast`, sits at the end of the file (section 6): same
+algorithm, autotuned tile sizes, ``exp2`` instead of ``exp``, and masks only on the tiles that need
+them. Read the teaching kernels first.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from attn_edu._validate import check_floating, check_same_dtype, check_scale, check_shape
+from attn_edu.kernels import require_triton
+
+require_triton()  # a clear message (what to install) instead of a bare ModuleNotFoundError
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+# Read once, at import, like Triton itself: `@triton.jit` below already chose compile vs interpret.
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+if INTERPRETING and isinstance(tl.zeros, triton.runtime.JITFunction):
+    # Triton's own library functions (tl.zeros, tl.max, ...) were compiled-mode: the interpreter
+    # would fail on the first kernel launch with an obscure message. Say what happened instead.
+    raise ImportError(
+        "TRITON_INTERPRET=1 was set after `triton` had been imported, so Triton is only half in "
+        "interpreter mode. Set it before the first `import triton` (in a notebook: restart the kernel "
+        "and run `os.environ['TRITON_INTERPRET'] = '1'` first)."
+    )
+
+# Tile sizes of the teaching kernels. A program holds a (BLOCK_M, BLOCK_D) query tile and streams
+# (BLOCK_N, BLOCK_D) key and value tiles; 64 x 64 fits comfortably in registers and shared memory
+# for 16-bit inputs up to D = 128. Float32 tiles take twice the bytes, so they use 32 x 32.
+BLOCK_M = 64  # query rows per program
+BLOCK_N = 64  # key rows per inner-loop step
+BLOCK_FP32 = 32  # BLOCK_M = BLOCK_N for float32 inputs
+NUM_STAGES = 2  # how many key tiles the compiler may prefetch ahead (software pipelining)
+MAX_HEAD_DIM = 128  # larger heads would need smaller tiles to fit in shared memory
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. Which (query, key) pairs of a tile may attend
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _tile_allowed(rows, cols, T, S, IS_CAUSAL: tl.constexpr):
+    """Boolean (BLOCK_M, BLOCK_N) tile: True where query ``rows[i]`` may attend key ``cols[j]``.
+
+    Rows and columns past the end of the sequences (the last, partial tiles) are never allowed.
+    Causal, bottom-right aligned: query t sits at position S - T + t and sees keys s <= S - T + t.
+    """
+    allowed = (rows[:, None] < T) & (cols[None, :] < S)
+    if IS_CAUSAL:
+        allowed = allowed & (cols[None, :] <= rows[:, None] + (S - T))
+    return allowed
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. Forward kernel (FlashAttention-2, Algorithm 1)
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _flash_forward_kernel(
+    Q, K, V, OUT, LSE,  # pointers; LSE is a contiguous float32 (B * H, T) buffer
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    H, GROUP, T, S, D, scale,  # GROUP = H // H_kv query heads share one key/value head
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # Which tile is ours: query block `pid_m` of head (b, h). Algorithm 1's outer loop over query
+    # blocks (line 3) is not a loop here: every block is its own program, run in parallel.
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)  # int64: b * stride_b overflows int32 for big tensors
+    h = (pid_bh % H).to(tl.int64)
+    h_kv = h // GROUP
+    q_start = pid_m * BLOCK_M
+    rows = q_start + tl.arange(0, BLOCK_M)  # query indices of this tile
+    dims = tl.arange(0, BLOCK_D)  # head-dim indices; columns >= D are padding
+
+    # Move each base pointer to the start of this head's (T, D) or (S, D) matrix.
+    Q += b * stride_qb + h * stride_qh
+    K += b * stride_kb + h_kv * stride_kh
+    V += b * stride_vb + h_kv * stride_vh
+    OUT += b * stride_ob + h * stride_oh
+
+    # Load Q_i once (line 4); padding rows and columns read as 0.
+    q_mask = (rows[:, None] < T) & (dims[None, :] < D)
+    q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
+
+    # Running statistics of the online softmax, one per query row (line 5), kept in float32.
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of the scores
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(scores - m_i)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp(scores - m_i) · v
+
+    # Causal block skipping: the last row of the tile sees keys up to S - T + q_start + BLOCK_M - 1,
+    # so key blocks from `key_stop` on lie entirely in the future: never loaded, never computed.
+    key_stop = S
+    if IS_CAUSAL:
+        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
+
+    for k_start in range(0, key_stop, BLOCK_N):  # inner loop over key blocks (line 6)
+        # Load K_j and V_j (line 7).
+        cols = k_start + tl.arange(0, BLOCK_N)
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
+        k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+
+        # S_ij = Q_i K_jᵀ · scale (line 8); hidden pairs get -inf, i.e. zero weight after exp.
+        scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * scale
+        scores = tl.where(_tile_allowed(rows, cols, T, S, IS_CAUSAL), scores, float("-inf"))
+
+        # Online softmax update (lines 9-10). m_safe: a row that has seen only hidden keys keeps
+        # m = -inf; subtracting 0 instead keeps p = exp(-inf) = 0 rather than exp(-inf + inf) = NaN.
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(scores - m_safe[:, None])  # P~_ij
+        alpha = tl.exp(m_i - m_safe)  # how much the old max overestimated: rescale old sums
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v_block.dtype), v_block, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    # Lines 12-13: normalise once, at the end, and keep lse = m + log(l) for the backward.
+    # A row with l_i = 0 saw no key: output zeros and lse = -inf (log 0), never 0 / 0.
+    has_key = l_i > 0
+    l_safe = tl.where(has_key, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    lse = tl.where(has_key, m_i + tl.log(l_safe), float("-inf"))
+    out_ptrs = OUT + rows[:, None] * stride_ot + dims[None, :] * stride_od
+    tl.store(out_ptrs, out.to(OUT.dtype.element_ty), mask=q_mask)
+    tl.store(LSE + pid_bh.to(tl.int64) * T + rows, lse, mask=rows < T)
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Backward kernels (FlashAttention-2, Algorithm 2)
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _flash_backward_preprocess_kernel(
+    OUT, DO, DELTA,  # DELTA is a contiguous float32 (B * H, T) buffer
+    stride_ob, stride_oh, stride_ot, stride_od,
+    stride_dob, stride_doh, stride_dot, stride_dod,
+    H, T, D,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """delta_i = rowsum(dO_i ∘ O_i) (line 4), which equals rowsum(P ∘ dP): the softmax backward's
+    correction term, computed once per query instead of once per (query, key) tile."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, BLOCK_D)
+    mask = (rows[:, None] < T) & (dims[None, :] < D)
+    out_ptrs = OUT + b * stride_ob + h * stride_oh + rows[:, None] * stride_ot + dims[None, :] * stride_od
+    do_ptrs = DO + b * stride_dob + h * stride_doh + rows[:, None] * stride_dot + dims[None, :] * stride_dod
+    out_block = tl.load(out_ptrs, mask=mask, other=0.0).to(tl.float32)
+    do_block = tl.load(do_ptrs, mask=mask, other=0.0).to(tl.float32)
+    delta = tl.sum(out_block * do_block, axis=1)
+    tl.store(DELTA + pid_bh.to(tl.int64) * T + rows, delta, mask=rows < T)
+
+
+@triton.jit
+def _flash_backward_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,  # DK, DV: one (S, D) matrix per *query* head
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_dob, stride_doh, stride_dot, stride_dod,
+    stride_dkb, stride_dkh, stride_dks, stride_dkd,
+    H, GROUP, T, S, D, scale,
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # One program per key block j (Algorithm 2's outer loop, line 5, run in parallel).
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    h_kv = h // GROUP
+    k_start = pid_n * BLOCK_N
+    cols = k_start + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_D)
+
+    Q += b * stride_qb + h * stride_qh
+    K += b * stride_kb + h_kv * stride_kh
+    V += b * stride_vb + h_kv * stride_vh
+    DO += b * stride_dob + h * stride_doh
+    DK += b * stride_dkb + h * stride_dkh  # DK and DV share one layout (same strides)
+    DV += b * stride_dkb + h * stride_dkh
+    LSE += pid_bh.to(tl.int64) * T
+    DELTA += pid_bh.to(tl.int64) * T
+
+    # Load K_j, V_j once (line 6) and keep dK_j, dV_j in fast memory for the whole loop (line 7).
+    kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
+    k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+    v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+    dk_block = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv_block = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    # Causal block skipping: the first query that sees key k_start is t = k_start - (S - T);
+    # start at the query block that contains it.
+    first_q = 0
+    if IS_CAUSAL:
+        first_q = tl.maximum(0, k_start - (S - T)) // BLOCK_M * BLOCK_M
+
+    for q_start in range(first_q, T, BLOCK_M):  # inner loop over query blocks (line 8)
+        rows = q_start + tl.arange(0, BLOCK_M)
+        q_mask = (rows[:, None] < T) & (dims[None, :] < D)
+        q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
+        do_block = tl.load(
+            DO + rows[:, None] * stride_dot + dims[None, :] * stride_dod, mask=q_mask, other=0.0
+        )
+        lse = tl.load(LSE + rows, mask=rows < T, other=0.0)
+        delta = tl.load(DELTA + rows, mask=rows < T, other=0.0)
+        lse_safe = tl.where(lse == float("-inf"), 0.0, lse)  # no-key rows: p = exp(-inf - 0) = 0
+
+        # Recompute P_ij from the saved log-sum-exp (lines 9-11): exp(S_ij - lse) is already
+        # normalised, so no running max is needed on the way back.
+        scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * scale
+        scores = tl.where(_tile_allowed(rows, cols, T, S, IS_CAUSAL), scores, float("-inf"))
+        p = tl.exp(scores - lse_safe[:, None])
+
+        # dV_j += P_ijᵀ dO_i (line 12).
+        dv_block += tl.dot(tl.trans(p.to(do_block.dtype)), do_block, input_precision=DOT_PRECISION)
+        # dP_ij = dO_i V_jᵀ (line 13), then the softmax backward dS_ij = P_ij ∘ (dP_ij - delta_i) (line 14).
+        dp = tl.dot(do_block, tl.trans(v_block), input_precision=DOT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        # dK_j += dS_ijᵀ Q_i (line 16); the factor `scale` is applied once, after the loop.
+        dk_block += tl.dot(tl.trans(ds.to(q_block.dtype)), q_block, input_precision=DOT_PRECISION)
+
+    # Write dK_j, dV_j back (line 18).
+    dk_block = dk_block * scale
+    dk_ptrs = DK + cols[:, None] * stride_dks + dims[None, :] * stride_dkd
+    dv_ptrs = DV + cols[:, None] * stride_dks + dims[None, :] * stride_dkd
+    tl.store(dk_ptrs, dk_block.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(dv_ptrs, dv_block.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _flash_backward_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ,
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_dob, stride_doh, stride_dot, stride_dod,
+    stride_dqb, stride_dqh, stride_dqt, stride_dqd,
+    H, GROUP, T, S, D, scale,
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    # One program per query block i: Algorithm 2's line 15 (dQ_i += dS_ij K_j), with the loops
+    # swapped so that dQ_i stays in fast memory and no other program writes to it.
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    h_kv = h // GROUP
+    q_start = pid_m * BLOCK_M
+    rows = q_start + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, BLOCK_D)
+
+    Q += b * stride_qb + h * stride_qh
+    K += b * stride_kb + h_kv * stride_kh
+    V += b * stride_vb + h_kv * stride_vh
+    DO += b * stride_dob + h * stride_doh
+    DQ += b * stride_dqb + h * stride_dqh
+
+    q_mask = (rows[:, None] < T) & (dims[None, :] < D)
+    q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
+    do_block = tl.load(DO + rows[:, None] * stride_dot + dims[None, :] * stride_dod, mask=q_mask, other=0.0)
+    lse = tl.load(LSE + pid_bh.to(tl.int64) * T + rows, mask=rows < T, other=0.0)
+    delta = tl.load(DELTA + pid_bh.to(tl.int64) * T + rows, mask=rows < T, other=0.0)
+    lse_safe = tl.where(lse == float("-inf"), 0.0, lse)
+    dq_block = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    key_stop = S  # the same causal block skipping as the forward
+    if IS_CAUSAL:
+        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
+
+    for k_start in range(0, key_stop, BLOCK_N):
+        cols = k_start + tl.arange(0, BLOCK_N)
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
+        k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+
+        # Recompute P_ij, then dS_ij, exactly as in the dK/dV kernel (lines 10-14).
+        scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * scale
+        scores = tl.where(_tile_allowed(rows, cols, T, S, IS_CAUSAL), scores, float("-inf"))
+        p = tl.exp(scores - lse_safe[:, None])
+        dp = tl.dot(do_block, tl.trans(v_block), input_precision=DOT_PRECISION)
+        ds = p * (dp - delta[:, None])
+        # dQ_i += dS_ij K_j (line 15); `scale` is applied once, after the loop.
+        dq_block += tl.dot(ds.to(k_block.dtype), k_block, input_precision=DOT_PRECISION)
+
+    dq_block = dq_block * scale
+    dq_ptrs = DQ + rows[:, None] * stride_dqt + dims[None, :] * stride_dqd
+    tl.store(dq_ptrs, dq_block.to(DQ.dtype.element_ty), mask=q_mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. Python side: checks, launch settings, kernel launches
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None
+) -> tuple[dict[str, int], float]:
+    """Validate q, k, v for the kernels; return the sizes (B, H, H_kv, T, S, D) and the scale."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_floating(name, x)
+    check_same_dtype(q=q, k=k, v=v)
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"q: expected dtype float16, bfloat16 or float32, got {q.dtype}")
+    sizes = check_shape("q", q, "B H T D")
+    kv_sizes = check_shape("k", k, "B H_kv S D", B=sizes["B"], D=sizes["D"])
+    check_shape("v", v, "B H_kv S D", **kv_sizes)
+    sizes.update(kv_sizes)
+    if sizes["H"] % sizes["H_kv"]:
+        raise ValueError(
+            f"k: expected H_kv key/value heads dividing H={sizes['H']} query heads, got H_kv={sizes['H_kv']} "
+            f"(k shape {tuple(k.shape)})"
+        )
+    if not 1 <= sizes["D"] <= MAX_HEAD_DIM:
+        raise ValueError(
+            f"q: expected head dim D between 1 and {MAX_HEAD_DIM}, got shape {tuple(q.shape)}; "
+            "use attn_edu.flash.tiled_attention for larger heads"
+        )
+    if min(sizes["T"], sizes["S"], sizes["B"], sizes["H"]) == 0:
+        raise ValueError(
+            f"q, k: expected non-empty (B, H, T, D) and (B, H_kv, S, D), got {tuple(q.shape)}, {tuple(k.shape)}"
+        )
+    devices = {q.device, k.device, v.device}
+    if len(devices) > 1:
+        raise ValueError(f"q, k, v: expected tensors on one device, got {sorted(map(str, devices))}")
+    if q.device.type == "cpu" and not INTERPRETING:
+        raise ValueError(
+            "q: got CPU tensors, but Triton kernels run on a GPU. To run them on the CPU, set "
+            "TRITON_INTERPRET=1 before importing triton or this module, in a fresh Python process "
+            "(slow, for learning), or use attn_edu.flash.tiled_attention."
+        )
+    return sizes, check_scale(scale, sizes["D"])
+
+
+def _block_sizes(dtype: torch.dtype, block_m: int | None, block_n: int | None) -> tuple[int, int]:
+    """The teaching kernels' tile sizes: the named constants above unless given explicitly."""
+    if block_m is None:
+        block_m = BLOCK_FP32 if dtype == torch.float32 else BLOCK_M
+    if block_n is None:
+        block_n = BLOCK_FP32 if dtype == torch.float32 else BLOCK_N
+    for name, value in (("block_m", block_m), ("block_n", block_n)):
+        # tl.arange needs a power of two, and tl.dot at least 16 rows.
+        if isinstance(value, bool) or not isinstance(value, int) or value < 16 or value & (value - 1):
+            raise ValueError(f"{name}: expected a power of two >= 16, got {value!r}")
+    return block_m, block_n
+
+
+def _launch_options(q: torch.Tensor) -> dict:
+    """Compile-time settings shared by the kernels."""
+    D = q.shape[-1]
+    block_d = max(16, triton.next_power_of_2(D))
+    return {
+        "BLOCK_D": block_d,
+        # float32 products in full precision (not TF32); the argument does nothing for 16-bit inputs.
+        "DOT_PRECISION": "ieee" if q.dtype == torch.float32 else "tf32",
+        # Wide heads hold more accumulator registers per program: spread them over more warps.
+        "num_warps": 4 if block_d <= 64 else 8,
+        "num_stages": NUM_STAGES,
+    }
+
+
+def _as_kernel_dtype(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """bfloat16 -> float32 under the interpreter only (Triton issue #11584); no-op otherwise."""
+    if INTERPRETING and tensors[0].dtype == torch.bfloat16:
+        return [t.float() for t in tensors]
+    return list(tensors)
+
+
+def flash_attention_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the forward kernel: attention output and the log-sum-exp of each query's scores.
+
+    ``lse[b, h, t] = log(sum_s exp(scores[t, s]))`` over the visible keys (``-inf`` when none is
+    visible); the backward recomputes the attention weights from it as ``exp(scores - lse)``.
+
+    Shapes:
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns out ``(B, H, T, D)`` (dtype of q)
+        and lse ``(B, H, T)`` (float32).
+    """
+    sizes, scale = _check_inputs(q, k, v, scale)
+    B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
+    block_m, block_n = _block_sizes(q.dtype, block_m, block_n)
+    dtype = q.dtype
+    q, k, v = _as_kernel_dtype(q, k, v)
+
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, T, D)
+    lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
+    grid = (triton.cdiv(T, block_m), B * H)  # one program per (query block, batch·head)
+    _flash_forward_kernel[grid](
+        q, k, v, out, lse,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        H, H // H_kv, T, S, D, scale,
+        IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n,
+        **_launch_options(q),
+    )  # fmt: skip
+    return out.to(dtype), lse
+
+
+def flash_attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    grad_out: torch.Tensor,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the three backward kernels: ``delta``, then ``dK, dV`` per key block, then ``dQ`` per query block.
+
+    With grouped-query attention each query head writes its own ``dK, dV`` and the heads of a group
+    are summed afterwards (in float32), so no two programs ever write the same memory.
+
+    Shapes:
+        q, out and grad_out ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, lse ``(B, H, T)``;
+        returns dq, dk, dv with the shapes and dtype of q, k, v.
+    """
+    sizes, scale = _check_inputs(q, k, v, scale)
+    B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
+    check_shape("out", out, "B H T D", B=B, H=H, T=T, D=D)
+    check_shape("grad_out", grad_out, "B H T D", B=B, H=H, T=T, D=D)
+    check_shape("lse", lse, "B H T", B=B, H=H, T=T)
+    block_m, block_n = _block_sizes(q.dtype, block_m, block_n)
+    dtype, group = q.dtype, H // H_kv
+    q, k, v, out, grad_out = _as_kernel_dtype(q, k, v, out, grad_out.to(q.dtype))
+    lse = lse.float().contiguous()  # (B, H, T)
+    options = _launch_options(q)
+
+    # Algorithm 2, line 4: delta = rowsum(dO ∘ O).
+    delta = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
+    _flash_backward_preprocess_kernel[(triton.cdiv(T, block_m), B * H)](
+        out, grad_out, delta, *out.stride(), *grad_out.stride(), H, T, D,
+        BLOCK_M=block_m, BLOCK_D=options["BLOCK_D"],
+    )  # fmt: skip
+
+    # dK, dV: one program per (key block, batch·head). Grouped heads get a float32 buffer per
+    # query head, summed over each group below.
+    grad_dtype = q.dtype if group == 1 else torch.float32
+    dk = torch.empty(B, H, S, D, dtype=grad_dtype, device=q.device)  # (B, H, S, D)
+    dv = torch.empty(B, H, S, D, dtype=grad_dtype, device=q.device)  # (B, H, S, D)
+    _flash_backward_dkdv_kernel[(triton.cdiv(S, block_n), B * H)](
+        q, k, v, grad_out, lse, delta, dk, dv,
+        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(),
+        H, group, T, S, D, scale,
+        IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n, **options,
+    )  # fmt: skip
+
+    # dQ: one program per (query block, batch·head).
+    dq = torch.empty(B, H, T, D, dtype=q.dtype, device=q.device)  # (B, H, T, D)
+    _flash_backward_dq_kernel[(triton.cdiv(T, block_m), B * H)](
+        q, k, v, grad_out, lse, delta, dq,
+        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
+        H, group, T, S, D, scale,
+        IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n, **options,
+    )  # fmt: skip
+
+    if group > 1:
+        dk = dk.view(B, H_kv, group, S, D).sum(dim=2)  # (B, H_kv, S, D)
+        dv = dv.view(B, H_kv, group, S, D).sum(dim=2)  # (B, H_kv, S, D)
+    return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# 5. Autograd glue and the public function
+# ----------------------------------------------------------------------------------------------
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Saves q, k, v, out and lse (``O(T + S)`` rows per head), never the ``(T, S)`` attention matrix."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal, scale, block_m, block_n):  # type: ignore[override]
+        out, lse = flash_attention_forward(
+            q, k, v, is_causal=is_causal, scale=scale, block_m=block_m, block_n=block_n
+        )
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = {"is_causal": is_causal, "scale": scale, "block_m": block_m, "block_n": block_n}
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # type: ignore[override]
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out, **ctx.options)
+        return dq, dk, dv, None, None, None, None
+
+
+def _refuse_mask(mask: object) -> None:
+    if mask is not None:
+        raise ValueError(
+            "mask: this kernel supports only is_causal (no boolean mask tensor); use "
+            "attn_edu.flash.tiled_attention or attn_edu.attention.scaled_dot_product_attention for masks"
+        )
+
+
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+) -> torch.Tensor:
+    """FlashAttention-2 on the GPU: exact attention without the ``(T, S)`` matrix, with gradients.
+
+    ``softmax(q kᵀ · scale) v`` computed tile by tile (Dao 2023, "FlashAttention-2", Algorithms 1-2;
+    Dao et al. 2022, "FlashAttention"). Same result as
+    :func:`attn_edu.attention.scaled_dot_product_attention` and the same conventions: ``is_causal``
+    bottom-right aligned (``torch.nn.functional.scaled_dot_product_attention`` aligns top-left when
+    ``T != S``), zeros for a query that sees no key. ``mask`` exists only so that every attention
+    function shares one signature: it must be ``None`` (use ``is_causal``). ``block_m`` and
+    ``block_n`` override the tile sizes (powers of two >= 16; defaults :data:`BLOCK_M`,
+    :data:`BLOCK_N`, or :data:`BLOCK_FP32` for float32).
+
+    Shapes:
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)`` with ``H_kv`` dividing ``H``, ``1 <= D <= 128``;
+        returns ``(B, H, T, D)``.
+
+    Example (needs a GPU, or CPU tensors with ``TRITON_INTERPRET=1``; plain doctest runs skip it,
+    ``tests/test_triton_flash.py`` runs it in the interpreter):
+        >>> from attn_edu.attention import scaled_dot_product_attention
+        >>> device = "cpu" if INTERPRETING else "cuda"
+        >>> q, k, v = (torch.randn(1, 2, 20, 16, device=device) for _ in range(3))  # doctest: +SKIP
+        >>> out = flash_attention(q, k, v, is_causal=True)  # (B, H, T, D)  # doctest: +SKIP
+        >>> ref = scaled_dot_product_attention(q, k, v, is_causal=True)  # doctest: +SKIP
+        >>> torch.allclose(out, ref, atol=1e-5)  # doctest: +SKIP
+        True
+    """
+    _refuse_mask(mask)
+    _check_inputs(q, k, v, scale)  # fail here with a clear message, not inside autograd
+    _block_sizes(q.dtype, block_m, block_n)
+    return _FlashAttention.apply(q, k, v, bool(is_causal), scale, block_m, block_n)
+
+
+# ----------------------------------------------------------------------------------------------
+# 6. The fast path: same algorithm, tuned for speed (read sections 1-5 first)
+# ----------------------------------------------------------------------------------------------
+# Differences from the teaching forward kernel (the usual sources of speed; bench/flash.py measures them):
+# - exp2 instead of exp: the GPU's special-function unit computes 2^x natively, and
+#   exp(x) = 2^(x · log2 e), so the factor log2 e is folded into the score scale once.
+# - The key loop runs in two phases: tiles entirely visible to every query row skip the mask
+#   arithmetic; only the tiles that straddle the causal diagonal or the end of S pay for it.
+# - Tile sizes, warps and pipeline depth are autotuned per shape (triton.autotune times each
+#   config on the first call and caches the winner).
+# The backward reuses the teaching kernels (the forward stores the same natural-log lse).
+
+# log2(e): exp(x) == exp2(x * LOG2E). A tl.constexpr so that kernels may read it as a global.
+LOG2E = tl.constexpr(1.4426950408889634)
+
+if INTERPRETING:
+    # The interpreter cannot time configurations (no GPU): give the autotuner a single one.
+    _FAST_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=1)]
+else:
+    _FAST_CONFIGS = [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w, s in [
+            (128, 64, 4, 3),
+            (128, 64, 8, 3),
+            (128, 128, 8, 3),
+            (64, 64, 4, 3),
+        ]
+    ]
+
+
+@triton.jit
+def _fast_attend_key_blocks(
+    acc, l_i, m_i, q_block, K, V, rows, dims,
+    stride_ks, stride_kd, stride_vs, stride_vd,
+    T, S, D, qk_scale, lo, hi,
+    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Online softmax over key blocks ``lo .. hi``; ``m_i`` and the scores are in log2 units."""
+    for k_start in range(lo, hi, BLOCK_N):
+        cols = k_start + tl.arange(0, BLOCK_N)
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
+        k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * qk_scale
+        if MASKED:
+            scores = tl.where(_tile_allowed(rows, cols, T, S, IS_CAUSAL), scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(scores - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v_block.dtype), v_block, input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.autotune(configs=_FAST_CONFIGS, key=["T", "S", "BLOCK_D", "IS_CAUSAL"])
+@triton.jit
+def _flash_forward_fast_kernel(
+    Q, K, V, OUT, LSE,
+    stride_qb, stride_qh, stride_qt, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_ot, stride_od,
+    H, GROUP, T, S, D, scale,
+    IS_CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    h_kv = h // GROUP
+    q_start = pid_m * BLOCK_M
+    rows = q_start + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, BLOCK_D)
+    Q += b * stride_qb + h * stride_qh
+    K += b * stride_kb + h_kv * stride_kh
+    V += b * stride_vb + h_kv * stride_vh
+    OUT += b * stride_ob + h * stride_oh
+
+    q_mask = (rows[:, None] < T) & (dims[None, :] < D)
+    q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    qk_scale = scale * LOG2E  # scores in log2 units, so that exp2 replaces exp
+
+    # Phase 1: key blocks every row of the tile sees in full (no mask needed). Causal: keys up to
+    # the first row's position S - T + q_start; always: only whole blocks before the end of S.
+    key_stop = S
+    unmasked_stop = S
+    if IS_CAUSAL:
+        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
+        unmasked_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + 1))
+    unmasked_stop = unmasked_stop // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _fast_attend_key_blocks(
+        acc, l_i, m_i, q_block, K, V, rows, dims, stride_ks, stride_kd, stride_vs, stride_vd,
+        T, S, D, qk_scale, 0, unmasked_stop,
+        MASKED=False, IS_CAUSAL=IS_CAUSAL, BLOCK_N=BLOCK_N, DOT_PRECISION=DOT_PRECISION,
+    )  # fmt: skip
+    # Phase 2: the blocks on the causal diagonal and the partial block at the end of S.
+    acc, l_i, m_i = _fast_attend_key_blocks(
+        acc, l_i, m_i, q_block, K, V, rows, dims, stride_ks, stride_kd, stride_vs, stride_vd,
+        T, S, D, qk_scale, unmasked_stop, key_stop,
+        MASKED=True, IS_CAUSAL=IS_CAUSAL, BLOCK_N=BLOCK_N, DOT_PRECISION=DOT_PRECISION,
+    )  # fmt: skip
+
+    has_key = l_i > 0
+    l_safe = tl.where(has_key, l_i, 1.0)
+    out = acc / l_safe[:, None]
+    # Back to natural log for the shared backward: lse = (m_i + log2 l_i) / log2(e).
+    lse = tl.where(has_key, (m_i + tl.log2(l_safe)) / LOG2E, float("-inf"))
+    out_ptrs = OUT + rows[:, None] * stride_ot + dims[None, :] * stride_od
+    tl.store(out_ptrs, out.to(OUT.dtype.element_ty), mask=q_mask)
+    tl.store(LSE + pid_bh.to(tl.int64) * T + rows, lse, mask=rows < T)
+
+
+def flash_attention_fast_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = False, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The autotuned forward kernel: same outputs as :func:`flash_attention_forward`.
+
+    Shapes:
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns out ``(B, H, T, D)`` and lse ``(B, H, T)``.
+    """
+    sizes, scale = _check_inputs(q, k, v, scale)
+    B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
+    dtype = q.dtype
+    q, k, v = _as_kernel_dtype(q, k, v)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, T, D)
+    lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
+    options = _launch_options(q)
+    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]), B * H)  # BLOCK_M is chosen by the autotuner
+    _flash_forward_fast_kernel[grid](
+        q, k, v, out, lse,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        H, H // H_kv, T, S, D, scale,
+        IS_CAUSAL=bool(is_causal), BLOCK_D=options["BLOCK_D"], DOT_PRECISION=options["DOT_PRECISION"],
+    )  # fmt: skip
+    return out.to(dtype), lse
+
+
+class _FlashAttentionFast(torch.autograd.Function):
+    """The autotuned forward with the teaching backward kernels."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal, scale):  # type: ignore[override]
+        out, lse = flash_attention_fast_forward(q, k, v, is_causal=is_causal, scale=scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = {"is_causal": is_causal, "scale": scale}
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # type: ignore[override]
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out, **ctx.options)
+        return dq, dk, dv, None, None
+
+
+def flash_attention_fast(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """:func:`flash_attention` with the autotuned, exp2-based forward kernel (section 6).
+
+    Same arguments, result and conventions as :func:`flash_attention` (no ``block_m``/``block_n``:
+    the autotuner picks them). The backward pass is the teaching one.
+
+    Shapes:
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns ``(B, H, T, D)``.
+    """
+    _refuse_mask(mask)
+    _check_inputs(q, k, v, scale)
+    return _FlashAttentionFast.apply(q, k, v, bool(is_causal), scale)
+
+
+__all__ = [
+    "BLOCK_FP32",
+    "BLOCK_M",
+    "BLOCK_N",
+    "INTERPRETING",
+    "LOG2E",
+    "flash_attention",
+    "flash_attention_backward",
+    "flash_attention_fast",
+    "flash_attention_fast_forward",
+    "flash_attention_forward",
+]
