@@ -6,4 +6,6 @@ exercises adds a module here (``attn_edu/checks/<concept>.py``) and imports it b
 
 from attn_edu.checks import (
     attention,  # noqa: F401  (exercises 02.*)
+    masks,  # noqa: F401  (exercises 04.*)
+    scaling,  # noqa: F401  (exercises 03.*)
 )

@@ -1,0 +1,211 @@
+"""Autoregressive generation: pick a next token, append it, repeat; with or without a KV cache.
+
+A decoder gives a distribution over the next token at every position; generation reads the last
+one, chooses a token, feeds it back and repeats. Two independent choices:
+
+- **How to choose.** ``temperature=0`` is greedy (always the argmax). Otherwise the logits are divided
+  by the temperature, optionally cut to the ``top_k`` most likely tokens (Fan et al., 2018) or to the
+  smallest set holding probability ``top_p`` (nucleus sampling, Holtzman et al., 2020, section 3.1),
+  renormalised by the softmax, and sampled.
+- **How to compute.** Without a cache every step re-runs the whole sequence. With a
+  :class:`attn_edu.kv_cache.KVCache` the prompt is run once ("prefill") and every later step feeds only
+  the newest token; the tokens are the same, the work per step no longer grows with the prefix.
+
+Shapes:
+    input_ids ``(B, T)``; logits ``(B, V)`` for the filtering helpers (any ``(..., V)`` works).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_floating, check_positive_int, check_shape, check_tensor
+from attn_edu.kv_cache import KVCache
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide the logits by ``temperature``: below 1 sharpens the distribution, above 1 flattens it.
+
+        p_i = exp(z_i / τ) / Σ_j exp(z_j / τ)
+
+    Shapes:
+        logits ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> apply_temperature(torch.tensor([2.0, 1.0]), 0.5)
+        tensor([4., 2.])
+    """
+    check_floating("logits", logits)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(
+            f"temperature: expected a number > 0 (use 0 only in generate, for greedy), got {temperature!r}"
+        )
+    return logits / temperature
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits and set the rest to ``-inf`` (their probability becomes 0).
+
+    Ties with the ``k``-th largest value are all kept, so the support can exceed ``k`` on ties.
+
+    Shapes:
+        logits ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> top_k_filter(torch.tensor([1.0, 3.0, 2.0]), 2)
+        tensor([-inf, 3., 2.])
+    """
+    check_floating("logits", logits)
+    check_positive_int("k", k)
+    if k >= logits.shape[-1]:
+        return logits
+    kth_largest = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the most likely tokens until their probability reaches ``p``.
+
+    Sort by probability; a token stays if the probability of the tokens ranked above it is still
+    below ``p`` (Holtzman et al., 2020, section 3.1). The most likely token always stays, so the
+    result is never empty; ``p = 1`` returns the logits unchanged.
+
+    Shapes:
+        logits ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> logits = torch.tensor([0.5, 0.3, 0.2]).log()
+        >>> top_p_filter(logits, 0.7).exp()          # 0.5 < 0.7, then 0.5 + 0.3 >= 0.7: stop
+        tensor([0.5000, 0.3000, 0.0000])
+    """
+    check_floating("logits", logits)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"p: expected a probability in (0, 1], got {p!r}")
+    if p >= 1:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
+    probs = sorted_logits.float().softmax(dim=-1)  # (..., V)
+    mass_above = probs.cumsum(dim=-1) - probs  # (..., V): probability of the better-ranked tokens
+    drop_sorted = mass_above >= p  # (..., V); rank 0 has mass_above 0 < p, so it always stays
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # (..., V) back in vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Choose one token per row: argmax when ``temperature == 0``, else sample the filtered softmax.
+
+    The order is temperature, then top-k, then top-p (the order Hugging Face applies them).
+
+    Shapes:
+        logits ``(B, V)``; returns ``(B,)`` token ids.
+
+    Example:
+        >>> logits = torch.tensor([[0.0, 5.0, 1.0]])
+        >>> sample_next_token(logits, temperature=0.0)
+        tensor([1])
+        >>> sample_next_token(logits, top_k=1, generator=torch.Generator().manual_seed(0))
+        tensor([1])
+    """
+    check_floating("logits", logits)
+    check_shape("logits", logits, "B V")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature: expected a number >= 0 (0 = greedy), got {temperature!r}")
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    logits = apply_temperature(logits.float(), temperature)  # (B, V)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)  # (B, V), exactly 0 on filtered tokens
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+
+
+def count_layers(model: nn.Module) -> int:
+    """How many cache layers a decoder needs: ``model.config.num_layers``, else its attention modules.
+
+    Every decoder here keeps its layers' self-attentions as
+    :class:`attn_edu.multihead.MultiHeadAttention` modules, one per layer.
+    """
+    config = getattr(model, "config", None)
+    for name in ("num_layers", "n_layer", "num_hidden_layers"):
+        if isinstance(getattr(config, name, None), int):
+            return getattr(config, name)
+    from attn_edu.multihead import MultiHeadAttention
+
+    count = sum(isinstance(m, MultiHeadAttention) for m in model.modules())
+    if count == 0:
+        raise ValueError(
+            f"model: cannot tell how many layers {type(model).__name__} has (no config.num_layers and "
+            "no MultiHeadAttention modules); pass use_cache=False"
+        )
+    return count
+
+
+@torch.no_grad()
+def generate(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    eos_token_id: int | None = None,
+) -> torch.Tensor:
+    """Extend ``input_ids`` by up to ``max_new_tokens`` tokens chosen by :func:`sample_next_token`.
+
+    ``model(input_ids)`` must return logits ``(B, T, V)``, and with ``use_cache=True`` accept
+    ``kv_cache=`` (:class:`attn_edu.kv_cache.KVCache`): the prompt is run once, then only the newest
+    token each step. A row that has produced ``eos_token_id`` keeps producing it (Hugging Face pads
+    with ``pad_token_id`` instead); generation stops early once every row has. The model runs in
+    ``eval()`` mode (no dropout) and is put back in its previous mode afterwards.
+
+    Shapes:
+        input_ids ``(B, T)``; returns ``(B, T + N)`` with ``N <= max_new_tokens`` new tokens.
+
+    Example:
+        >>> class Echo(nn.Module):                      # a "model" that always predicts token 3
+        ...     def forward(self, ids):
+        ...         return torch.nn.functional.one_hot(torch.full_like(ids, 3), 5).float()
+        >>> generate(Echo(), torch.tensor([[1, 2]]), 3, use_cache=False)
+        tensor([[1, 2, 3, 3, 3]])
+    """
+    check_tensor("input_ids", input_ids)
+    B, T = check_shape("input_ids", input_ids, "B T").values()
+    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids: expected integer token ids, got dtype {input_ids.dtype}")
+    check_positive_int("max_new_tokens", max_new_tokens)
+
+    was_training = model.training
+    model.eval()
+    cache = KVCache(count_layers(model)) if use_cache else None
+    ids = input_ids  # (B, T)
+    step_input = input_ids  # what the model reads this step: the prompt, then one token
+    finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)  # (B,)
+    try:
+        for _ in range(max_new_tokens):
+            logits = model(step_input, kv_cache=cache) if use_cache else model(ids)  # (B, T', V)
+            next_token = sample_next_token(
+                logits[:, -1], temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
+            )  # (B,)
+            if eos_token_id is not None:
+                next_token = next_token.masked_fill(finished, eos_token_id)
+                finished |= next_token == eos_token_id
+            ids = torch.cat([ids, next_token[:, None]], dim=1)  # (B, T + 1)
+            step_input = next_token[:, None]  # (B, 1)
+            if eos_token_id is not None and bool(finished.all()):
+                break
+    finally:
+        model.train(was_training)
+    return ids

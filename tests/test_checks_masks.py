@@ -1,0 +1,95 @@
+"""Checks of notebook 04 (`attn_edu.checks.masks`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("04.1", "04.2", "04.3")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: PyTorch's own helpers and plain loops.
+
+
+def _causal_from_torch(T, S):
+    from torch.nn.attention.bias import causal_lower_right
+
+    return causal_lower_right(T, S)._materialize(torch.device("cpu"))
+
+
+def _padding_by_loop(lengths, max_len, side="right"):
+    out = torch.zeros(len(lengths), max_len, dtype=torch.bool)
+    for b, length in enumerate(lengths.tolist()):
+        start = 0 if side == "right" else max_len - length
+        out[b, start : start + length] = True
+    return out
+
+
+def _softmax_with_where(scores, mask):
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0)
+
+
+@pytest.mark.filterwarnings("ignore:Lower right causal bias")  # T > S rows are fully masked: on purpose
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [("04.1", _causal_from_torch), ("04.2", _padding_by_loop), ("04.3", _softmax_with_where)],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_pytorch_is_causal_is_the_top_left_mistake() -> None:
+    # torch's is_causal with T != S is top-left: the check names that alignment
+    def from_sdpa(T, S):
+        eye = torch.eye(S)[None]  # (1, S, S): returns the weights themselves
+        weights = F.scaled_dot_product_attention(
+            torch.zeros(1, T, S), torch.zeros(1, S, S), eye, is_causal=True
+        )
+        return weights[0] > 0  # (T, S)
+
+    result = check("04.1", from_sdpa)
+    assert result.status is Status.FAIL and "top-left" in result.hint
+
+
+def test_an_int_mask_gets_a_dtype_message() -> None:
+    result = check("04.1", lambda T, S: EXERCISES["04.1"].reference(T, S).int())
+    assert result.status is Status.FAIL and "bool" in result.message
+
+
+def test_a_padding_mask_without_side_raises_an_error_status() -> None:
+    result = check("04.2", lambda lengths, max_len: EXERCISES["04.2"].reference(lengths, max_len))
+    assert result.status is Status.ERROR and "side" in result.message

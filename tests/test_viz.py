@@ -1,0 +1,379 @@
+"""attn_edu.viz: each figure shows exactly the numbers it was given, labels what they mean, and
+rejects bad input with a message naming the argument."""
+
+import math
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.patches import Arc, FancyArrowPatch
+
+from attn_edu import viz
+from attn_edu.masks import causal_mask
+
+matplotlib.use("Agg")  # no display needed; set before any figure exists
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_figures():
+    before = set(plt.get_fignums())
+    yield
+    for number in set(plt.get_fignums()) - before:
+        plt.close(number)
+
+
+def softmax_rows(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.softmax(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)), dim=-1)
+
+
+def image_of(ax) -> np.ndarray:
+    return np.asarray(ax.images[0].get_array())
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_attention
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_attention_shows_the_weights_with_tokens_and_values():
+    weights = softmax_rows(3, 4)
+    queries, keys = ["a", "b", "c"], ["w", "x", "y", "z"]
+    fig = viz.plot_attention(weights, query_labels=queries, key_labels=keys, title="one head")
+    heatmap, colorbar = fig.axes
+    np.testing.assert_allclose(image_of(heatmap), weights.numpy(), rtol=1e-6)
+    assert heatmap.get_title() == "one head"
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == keys
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == queries
+    assert "key" in heatmap.get_xlabel() and "query" in heatmap.get_ylabel()
+    written = sorted(t.get_text() for t in heatmap.texts)  # small matrix: every value is written
+    assert written == sorted(f"{v:.2f}" for v in weights.flatten().tolist())
+    assert heatmap.images[0].get_clim() == (0.0, pytest.approx(float(weights.max())))  # scale starts at 0
+    assert colorbar.get_ylabel() == "attention weight"
+
+
+def test_plot_attention_large_matrix_is_not_annotated_and_accepts_arrays():
+    weights = softmax_rows(20, 30).numpy()
+    fig = viz.plot_attention(weights)
+    assert len(fig.axes[0].texts) == 0
+    np.testing.assert_allclose(image_of(fig.axes[0]), weights, rtol=1e-6)
+
+
+def test_plot_attention_draws_into_given_axes_without_new_figure():
+    fig, ax = plt.subplots()
+    count = len(plt.get_fignums())
+    weights = softmax_rows(2, 2).requires_grad_()  # detached inside, no error
+    original = weights.detach().clone()
+    assert viz.plot_attention(weights, ax=ax) is fig
+    assert len(plt.get_fignums()) == count
+    torch.testing.assert_close(weights.detach(), original)  # input untouched
+
+
+def test_plot_attention_half_precision():
+    weights = softmax_rows(3, 3).to(torch.bfloat16)
+    fig = viz.plot_attention(weights)
+    np.testing.assert_allclose(image_of(fig.axes[0]), weights.float().numpy())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"weights": torch.rand(2, 3, 4)}, r"weights: expected shape \(T, S\), got \(2, 3, 4\)"),
+        ({"weights": torch.rand(3, 4), "query_labels": ["a"]}, r"query_labels: expected T=3 labels"),
+        ({"weights": torch.rand(3, 4), "key_labels": "abcd"}, r"key_labels: expected S=4 labels"),
+        ({"weights": torch.tensor([[float("nan"), 1.0]])}, r"weights: expected finite values"),
+        ({"weights": torch.ones(2, 2, dtype=torch.bool)}, r"weights: expected real numbers"),
+        ({"weights": torch.rand(2, 2), "ax": "left"}, r"ax: expected a matplotlib Axes"),
+        ({"weights": "not numbers"}, r"weights: expected"),
+    ],
+)
+def test_plot_attention_rejects_bad_input(kwargs, match):
+    weights = kwargs.pop("weights")
+    with pytest.raises(ValueError, match=match):
+        viz.plot_attention(weights, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_heads
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_heads_wraps_heads_and_shares_one_scale():
+    weights = softmax_rows(6, 5, 5)
+    tokens = list("abcde")
+    fig = viz.plot_heads(weights, labels=tokens, max_cols=4, title="six heads")
+    heads = [ax for ax in fig.axes if ax.images]
+    assert len(fig.axes) == 7 and len(heads) == 6  # 6 panels + 1 shared colour bar; 2 empty cells removed
+    for h, ax in enumerate(heads):
+        assert ax.get_title() == f"head {h}"
+        np.testing.assert_allclose(image_of(ax), weights[h].numpy(), rtol=1e-6)
+        assert ax.images[0].get_clim() == heads[0].images[0].get_clim()
+    assert [t.get_text() for t in heads[0].get_yticklabels()] == tokens
+    assert fig.get_suptitle() == "six heads"
+    assert heads[0].images[0].get_clim()[1] == pytest.approx(float(weights.max()))
+
+
+def test_plot_heads_layer_by_head_grid():
+    weights = softmax_rows(2, 3, 4, 6)  # (L, H, T, S)
+    fig = viz.plot_heads(weights, labels=list("uvwxyz"))  # 6 labels = S: the key axis
+    heads = [ax for ax in fig.axes if ax.images]
+    assert len(heads) == 6
+    for n, ax in enumerate(heads):
+        layer, h = divmod(n, 3)
+        assert ax.get_title() == f"layer {layer} · head {h}"
+        np.testing.assert_allclose(image_of(ax), weights[layer, h].numpy(), rtol=1e-6)
+    bottom = heads[-1]
+    assert [t.get_text() for t in bottom.get_xticklabels()] == list("uvwxyz")
+
+
+@pytest.mark.parametrize(
+    ("weights", "kwargs", "match"),
+    [
+        (torch.rand(3, 3), {}, r"weights: expected shape \(H, T, S\) or \(L, H, T, S\), got \(3, 3\)"),
+        (torch.rand(2, 3, 4), {"labels": ["a", "b"]}, r"labels: expected T=3 or S=4 token labels"),
+        (torch.rand(2, 3, 4), {"max_cols": 0}, r"max_cols: expected a positive int"),
+    ],
+)
+def test_plot_heads_rejects_bad_input(weights, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_heads(weights, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_mask
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_mask_colours_allowed_cells_and_states_polarity():
+    mask = causal_mask(3, 5)
+    fig = viz.plot_mask(mask, title="kv cache")
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(image_of(ax), mask.int().numpy())
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["True: may attend", "False: hidden"]
+    assert legend.get_title().get_text() == "mask[t, s]"
+    assert ax.get_title() == "kv cache"
+    cmap, norm = ax.images[0].cmap, ax.images[0].norm  # visible and hidden cells get different colours
+    assert cmap(norm(1)) != cmap(norm(0))
+
+
+@pytest.mark.parametrize(
+    ("mask", "match"),
+    [
+        (torch.ones(3, 3), r"mask: expected dtype torch.bool"),
+        (torch.ones(1, 3, 3, dtype=torch.bool), r"mask: expected shape \(T, S\)"),
+    ],
+)
+def test_plot_mask_rejects_bad_input(mask, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_mask(mask)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Positions and rotations
+# ---------------------------------------------------------------------------------------------------
+
+
+def sin_cos_table(num_positions: int, dim: int) -> torch.Tensor:
+    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.stack(((pos * omega).sin(), (pos * omega).cos()), dim=-1).reshape(num_positions, dim)
+
+
+def test_plot_positional_encoding_shows_the_table_on_a_symmetric_scale():
+    pe = sin_cos_table(20, 8)
+    fig = viz.plot_positional_encoding(pe)
+    ax = fig.axes[0]
+    np.testing.assert_allclose(image_of(ax), pe.numpy())
+    low, high = ax.images[0].get_clim()
+    assert low == -high == pytest.approx(-float(pe.abs().max()))
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("dimension", "position")
+    with pytest.raises(ValueError, match=r"pe: expected shape \(N, dim\)"):
+        viz.plot_positional_encoding(torch.rand(5))
+
+
+def test_plot_encoding_curves_draws_the_chosen_columns():
+    pe = sin_cos_table(30, 8)
+    fig = viz.plot_encoding_curves(pe, [0, 5])
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["dim 0", "dim 5"]
+    for line, d in zip(lines, [0, 5]):
+        np.testing.assert_allclose(line.get_xdata(), np.arange(30))
+        np.testing.assert_allclose(line.get_ydata(), pe[:, d].numpy())
+    with pytest.raises(ValueError, match=r"dims: expected indices in 0 .. 7"):
+        viz.plot_encoding_curves(pe, [8])
+    with pytest.raises(ValueError, match=r"dims: expected a non-empty list"):
+        viz.plot_encoding_curves(pe, [])
+
+
+def test_plot_rotation_draws_one_arrow_per_vector_and_arcs_of_the_angles():
+    angles = torch.tensor([0.0, 0.5, -2.0])
+    start = torch.tensor([0.6, 0.8])
+    c, s = angles.cos(), angles.sin()
+    vectors = torch.stack((start[0] * c - start[1] * s, start[0] * s + start[1] * c), dim=-1)  # (3, 2)
+    fig = viz.plot_rotation(vectors, angles, title="pair 0")
+    ax = fig.axes[0]
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    arcs = [p for p in ax.patches if isinstance(p, Arc)]
+    assert len(arrows) == 3 and len(arcs) == 2  # angle 0 needs no arc
+    spans = sorted(arc.theta2 - arc.theta1 for arc in arcs)
+    np.testing.assert_allclose(spans, sorted(math.degrees(abs(a)) for a in [0.5, -2.0]), atol=1e-4)
+    for arc, angle in zip(arcs, [0.5, -2.0]):  # each arc ends (or starts) at the rotated direction
+        end = math.degrees(math.atan2(*(start[[1, 0]].tolist())) + angle)
+        assert min(abs((edge - end + 180) % 360 - 180) for edge in (arc.theta1, arc.theta2)) < 1e-3
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["0.00 rad", "0.50 rad", "-2.00 rad"]
+    assert ax.get_xlim()[1] >= 1.0 and ax.get_ylim()[0] <= -1.0  # unit-length arrows fit
+
+
+def test_plot_rotation_rejects_mismatched_angles():
+    with pytest.raises(ValueError, match=r"angles: expected shape \(N\) with N=3"):
+        viz.plot_rotation(torch.rand(3, 2), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"vectors: expected shape \(N, 2\)"):
+        viz.plot_rotation(torch.rand(3, 3), [0.0, 1.0, 2.0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Curves, histograms, distributions
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_curves_plots_each_series_with_the_requested_scales():
+    x = [1, 4, 16, 64]
+    ys = {"unscaled": [1.1, 3.9, 16.2, 63.0], "scaled": torch.tensor([1.0, 0.98, 1.02, 1.0])}
+    fig = viz.plot_curves(x, ys, xlabel="d_k", ylabel="Var(q·k)", logx=True, logy=True, title="variance")
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["unscaled", "scaled"]
+    np.testing.assert_allclose(lines[0].get_ydata(), ys["unscaled"])
+    np.testing.assert_allclose(lines[1].get_ydata(), ys["scaled"].numpy())
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("d_k", "Var(q·k)", "variance")
+
+
+@pytest.mark.parametrize(
+    ("x", "ys", "kwargs", "match"),
+    [
+        ([1, 2, 3], {"a": [1, 2]}, {}, r"ys\['a'\]: expected shape \(N\) with N=3"),
+        ([1, 2], {}, {}, r"ys: expected a non-empty dict"),
+        ([0, 1], {"a": [1, 2]}, {"logx": True}, r"x: expected positive values for logx"),
+        ([1, 2], {"a": [0, 2]}, {"logy": True}, r"ys\['a'\]: expected positive values for logy"),
+    ],
+)
+def test_plot_curves_rejects_bad_input(x, ys, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_curves(x, ys, xlabel="x", ylabel="y", **kwargs)
+
+
+def test_plot_histograms_counts_on_shared_bins():
+    a = torch.rand(50, generator=torch.Generator().manual_seed(1))
+    b = torch.rand(5, 6, generator=torch.Generator().manual_seed(2)) * 2  # any shape, flattened
+    fig = viz.plot_histograms({"a": a, "b": b}, xlabel="weight", bins=8)
+    edges = np.linspace(float(min(a.min(), b.min())), float(max(a.max(), b.max())), 9)  # shared by both
+    steps = [patch.get_data() for patch in fig.axes[0].patches]  # one filled step outline per sample
+    assert [patch.get_label() for patch in fig.axes[0].patches] == ["a", "b"]
+    for (counts, drawn_edges, _), sample in zip(steps, [a, b]):
+        np.testing.assert_allclose(drawn_edges, edges, rtol=1e-6)
+        np.testing.assert_array_equal(counts, np.histogram(sample.flatten().numpy(), edges)[0])
+    assert sum(counts.sum() for counts, _, _ in steps) == 80
+    with pytest.raises(ValueError, match=r"samples\['a'\]: expected at least one value"):
+        viz.plot_histograms({"a": []}, xlabel="w")
+
+
+def test_plot_distribution_bars_are_the_probabilities():
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    reference = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    fig = viz.plot_distribution(probs, labels=list("abcd"), reference=reference)
+    patches = fig.axes[0].patches
+    np.testing.assert_allclose([p.get_height() for p in patches[:4]], probs.numpy(), rtol=1e-6)
+    np.testing.assert_allclose([p.get_height() for p in patches[4:]], reference.numpy(), rtol=1e-6)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("abcd")
+    with pytest.raises(ValueError, match=r"probs: expected non-negative"):
+        viz.plot_distribution([0.5, -0.1])
+    with pytest.raises(ValueError, match=r"reference: expected shape \(V\) with V=4"):
+        viz.plot_distribution(probs, reference=[1.0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_soft_lookup
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_soft_lookup_one_dimensional():
+    keys = torch.tensor([0.0, 1.0, 2.5, 4.0])
+    values = torch.tensor([1.0, -1.0, 2.0, 0.5])
+    weights = torch.softmax(-((1.2 - keys) ** 2), dim=0)
+    output = weights @ values
+    fig = viz.plot_soft_lookup(keys, values, 1.2, weights, output, title="lookup")
+    lookup, bars = fig.axes
+    np.testing.assert_allclose([p.get_height() for p in bars.patches], weights.numpy(), rtol=1e-6)
+    np.testing.assert_allclose([p.get_x() + p.get_width() / 2 for p in bars.patches], keys.numpy(), atol=1e-9)
+    points, star = lookup.collections[0], lookup.collections[1]
+    np.testing.assert_allclose(points.get_offsets(), torch.stack((keys, values), 1).numpy())
+    np.testing.assert_allclose(star.get_offsets(), [[1.2, float(output)]], rtol=1e-6)
+    alpha = points.get_facecolors()[:, 3]
+    assert int(np.argmax(alpha)) == int(weights.argmax())  # the most-read key is the most opaque
+    assert lookup.get_title() == "lookup"
+
+
+def test_plot_soft_lookup_two_dimensional_values():
+    keys = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    values = torch.tensor([[2.0, 2.0], [3.0, 1.0], [1.0, 3.0]])
+    weights = torch.tensor([0.2, 0.5, 0.3])
+    output = weights @ values
+    fig = viz.plot_soft_lookup(keys, values, torch.tensor([0.5, 0.2]), weights, output)
+    assert len(fig.axes) == 1
+    offsets = [c.get_offsets() for c in fig.axes[0].collections]
+    assert any(np.allclose(o, keys.numpy()) for o in offsets)
+    assert any(np.allclose(o, output[None].numpy()) for o in offsets)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((torch.rand(3), torch.rand(3), 0.5, torch.rand(4), 0.1), r"weights: expected shape \(S\) with S=3"),
+        ((torch.rand(3), torch.rand(2), 0.5, torch.rand(3), 0.1), r"values: expected shape \(S\) with S=3"),
+        ((torch.rand(3, 2), torch.rand(3), 0.5, torch.rand(3), 0.1), r"query: expected shape \(2\)"),
+        ((torch.rand(3, 4), torch.rand(3), 0.5, torch.rand(3), 0.1), r"keys: expected shape \(S, 2\)"),
+        ((torch.rand(3), torch.rand(3), 0.5, torch.rand(3), [0.1, 0.2]), r"output: expected shape \(1\)"),
+    ],
+)
+def test_plot_soft_lookup_rejects_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_soft_lookup(*args)
+
+
+def test_every_plot_returns_a_new_figure_and_opens_no_other():
+    before = len(plt.get_fignums())
+    figures = [
+        viz.plot_attention(softmax_rows(2, 2)),
+        viz.plot_heads(softmax_rows(2, 2, 2)),
+        viz.plot_mask(causal_mask(2)),
+        viz.plot_positional_encoding(torch.rand(4, 2)),
+        viz.plot_encoding_curves(torch.rand(4, 2), [1]),
+        viz.plot_rotation(torch.rand(2), [0.3]),
+        viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y"),
+        viz.plot_histograms({"a": [1, 2]}, xlabel="x"),
+        viz.plot_distribution([1.0]),
+        viz.plot_soft_lookup([0.0, 1.0], [1.0, 2.0], 0.5, [0.5, 0.5], 1.5),
+    ]
+    assert len({id(f) for f in figures}) == len(figures)
+    assert len(plt.get_fignums()) == before + len(figures)
+
+
+def test_plot_score_bias_one_panel_per_head_on_a_symmetric_scale():
+    bias = -torch.arange(12.0).reshape(1, 3, 4).repeat(5, 1, 1) * torch.arange(1.0, 6.0)[:, None, None]
+    fig = viz.plot_score_bias(bias, max_cols=3)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 5  # one panel per head; the sixth grid cell is removed
+    for image in images:
+        low, high = image.get_clim()
+        assert low == -high == -float(bias.abs().max())
+    plt.close(fig)
+
+
+def test_plot_score_bias_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"bias: expected shape \(H, T, S\)"):
+        viz.plot_score_bias(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="max_cols"):
+        viz.plot_score_bias(torch.zeros(2, 3, 4), max_cols=0)
