@@ -27,7 +27,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 PYTHONHASHSEED=0 MPLBACKEND=module://matplotlib_inline.backend_inline
 NBVAL := --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit nbval notebooks solutions exercises bench gpu-check clean
+.PHONY: setup lab test lint unit ui chromium nbval notebooks solutions exercises bench gpu-check clean
 
 setup: $(STAMP)
 
@@ -42,14 +42,22 @@ $(STAMP): pyproject.toml Makefile
 lab: setup
 	$(BIN)/jupyter lab --no-browser --port=$(LAB_PORT) $(LAB_ARGS) course/00_start_here.ipynb
 
-test: lint unit nbval
+test: lint unit ui nbval
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 unit: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --ignore=tests/ui
+
+# Every course notebook in JupyterLab in headless Chromium: run all, move a widget, screenshot to artifacts/ui/.
+# Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
+ui: setup chromium
+	$(NB_ENV) $(BIN)/python -m pytest -q tests/ui
+
+chromium:
+	@bash scripts/install_chromium.sh
 
 # Lecture notebooks and solutions must reproduce their stored outputs (strict); in solutions a wrong
 # answer fails the run (ATTN_EDU_STRICT=1 makes check() raise; notebook 00 shows a failing check on purpose).
@@ -70,10 +78,9 @@ solutions: setup
 exercises: setup
 	$(BIN)/python -m attn_edu.exercises build
 
+# One report: notebook times, KV-cache speed-up, naive vs tiled memory, kernel times (GPU rows when present).
 bench: setup
-	$(BIN)/python -m attn_edu.bench memory
-	$(BIN)/python -m attn_edu.bench kv_cache
-	$(BIN)/python -m attn_edu.bench flash
+	$(BIN)/python -m attn_edu.bench report --json artifacts/bench/report.json --plot artifacts/bench/report.png
 
 gpu-check:
 	bash gpu_check.sh $(or $(OUT),artifacts/gpu)
