@@ -7,5 +7,7 @@ exercises adds a module here (``attn_edu/checks/<concept>.py``) and imports it b
 from attn_edu.checks import (
     attention,  # noqa: F401  (exercises 02.*)
     masks,  # noqa: F401  (exercises 04.*)
+    positional,  # noqa: F401  (exercises 06.*)
+    rope,  # noqa: F401  (exercises 07.*)
     scaling,  # noqa: F401  (exercises 03.*)
 )

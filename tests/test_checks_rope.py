@@ -1,0 +1,96 @@
+"""Checks of notebook 07 (`attn_edu.checks.rope`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("07.1", "07.2", "07.3")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: explicit 2x2 rotations and complex numbers, not the references' code.
+
+
+def _theta(D: int) -> torch.Tensor:
+    return 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+
+
+def _rope_by_matrices(x, offset=0):
+    T, D = x.shape[-2], x.shape[-1]
+    out = torch.empty_like(x)
+    for t in range(T):
+        for i, th in enumerate(_theta(D).tolist()):
+            a = (offset + t) * th
+            rot = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
+            pair = torch.stack((x[..., t, i], x[..., t, i + D // 2]), dim=-1).double()  # (..., 2)
+            turned = pair @ rot.T
+            out[..., t, i], out[..., t, i + D // 2] = turned[..., 0].float(), turned[..., 1].float()
+    return out
+
+
+def _offset_score_complex(q, k, delta):
+    D = q.shape[-1]
+    zq = torch.complex(q[:, : D // 2].double(), q[:, D // 2 :].double())  # (N, D/2)
+    zk = torch.complex(k[:, : D // 2].double(), k[:, D // 2 :].double())
+    turn = torch.exp(1j * delta[:, None].double() * _theta(D))  # (N, D/2)
+    return (zq * turn * zk.conj()).sum(-1).real.float()
+
+
+def _ntk_by_last_pair(head_dim, factor, base=10000.0):
+    # Solve base'^(-(D-2)/D) = base^(-(D-2)/D) / factor for base'.
+    new_base = (base ** (-(head_dim - 2) / head_dim) / factor) ** (-head_dim / (head_dim - 2))
+    return (new_base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)).float()
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [("07.1", _rope_by_matrices), ("07.2", _offset_score_complex), ("07.3", _ntk_by_last_pair)],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 2 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_offset_score_really_is_the_score_at_absolute_positions() -> None:
+    # The 07.2 reference puts q at delta and k at 0; any pair (n + delta, n) must give the same score.
+    from attn_edu.rope import apply_rope
+
+    exercise = EXERCISES["07.2"]
+    q, k, delta = grading.make_cases(exercise, 0)[1].args
+    n = torch.arange(len(delta)) * 37 + 5
+    q_rot = apply_rope(q[:, None, :], (n + delta)[:, None])[:, 0]
+    k_rot = apply_rope(k[:, None, :], n[:, None])[:, 0]
+    torch.testing.assert_close((q_rot * k_rot).sum(-1), exercise.reference(q, k, delta), atol=1e-4, rtol=1e-4)
