@@ -452,3 +452,57 @@ def test_token_attention_explorer_cross_attention_labels_keys():
 def test_token_attention_explorer_rejects_bad_input(weights, tokens, key_tokens, match):
     with pytest.raises(ValueError, match=match):
         widgets.token_attention_explorer(weights, tokens, key_tokens)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 11: sparse attention patterns
+# ---------------------------------------------------------------------------------------------------
+
+
+def _pattern_by_loops(T, window, dilation, global_tokens):
+    mask = torch.zeros(T, T, dtype=torch.bool)
+    for t in range(T):
+        for s in range(T):
+            d = abs(t - s)
+            local = d < window * dilation and d % dilation == 0
+            mask[t, s] = local or t < global_tokens or s < global_tokens
+    return mask
+
+
+@pytest.mark.parametrize(("window", "dilation", "global_tokens"), [(1, 1, 0), (3, 1, 2), (2, 3, 1), (5, 2, 0)])
+def test_sparse_pattern_explorer_matches_loops_without_random_keys(window, dilation, global_tokens):
+    ex = widgets.sparse_pattern_explorer(12)
+    ex.set(window=window, dilation=dilation, global_tokens=global_tokens, random_keys=0)
+    expected = _pattern_by_loops(12, window, dilation, global_tokens)
+    assert torch.equal(ex.state["mask"], expected)
+    assert ex.state["pairs"] == int(expected.sum())
+    assert math.isclose(ex.state["density"], int(expected.sum()) / 144)
+    assert torch.equal(ex.state["keys_per_query"], expected.sum(dim=-1))
+    assert f"{int(expected.sum())} of 144 pairs" in ex.figure.axes[0].get_title()
+
+
+def test_sparse_pattern_explorer_random_keys_add_at_most_that_many_per_query():
+    ex = widgets.sparse_pattern_explorer(16, seed=3)
+    ex.set(window=2, dilation=1, global_tokens=1, random_keys=0)
+    base = ex.state["mask"].clone()
+    ex.set(random_keys=3)
+    extra = ex.state["mask"] & ~base  # (T, T) keys added by the random part
+    assert (ex.state["mask"] | base).equal(ex.state["mask"])  # random keys only add
+    assert (extra.sum(dim=-1) <= 3).all() and extra.any()
+    again = widgets.sparse_pattern_explorer(16, seed=3)
+    again.set(window=2, dilation=1, global_tokens=1, random_keys=3)
+    assert torch.equal(again.state["mask"], ex.state["mask"])  # the seed fixes the pattern
+
+
+def test_sparse_pattern_explorer_first_slider_changes_the_figure():
+    ex = widgets.sparse_pattern_explorer(10)
+    first = next(iter(ex.controls.values()))
+    before = ex.state["pairs"]
+    first.value = 6
+    assert ex.state["pairs"] > before
+
+
+@pytest.mark.parametrize(("T", "seed", "match"), [(0, 0, "T"), (8, -1, "seed"), (8, 1.5, "seed")])
+def test_sparse_pattern_explorer_rejects_bad_input(T, seed, match):
+    with pytest.raises(ValueError, match=match):
+        widgets.sparse_pattern_explorer(T, seed=seed)

@@ -8,6 +8,7 @@ from attn_edu.checks import (
     attention,  # noqa: F401  (exercises 02.*)
     masks,  # noqa: F401  (exercises 04.*)
     positional,  # noqa: F401  (exercises 06.*)
+    retrieval,  # noqa: F401  (exercises 01.*)
     rope,  # noqa: F401  (exercises 07.*)
     scaling,  # noqa: F401  (exercises 03.*)
 )

@@ -1,0 +1,124 @@
+"""Checks of notebook 01 (`attn_edu.checks.retrieval`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_edu import grading, retrieval
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("01.1", "01.2", "01.3")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: loops, einsum and log-sum-exp, not the references' code.
+
+
+def _soft_lookup_by_loop(query, keys, values, temperature=1.0):
+    scores = torch.einsum("...td,...sd->...ts", query, keys) / temperature  # (..., T, S)
+    log_weights = scores - torch.logsumexp(scores, dim=-1, keepdim=True)
+    return torch.einsum("...ts,...sv->...tv", log_weights.exp(), values)  # (..., T, Dv)
+
+
+def _nw_by_loop(x_query, x_train, y_train, bandwidth=1.0):
+    out = torch.empty(len(x_query))
+    for t, x in enumerate(x_query):
+        scores = -((x - x_train) ** 2) / (2 * bandwidth**2)  # (S,)
+        weights = torch.exp(scores - scores.max())  # stable: the largest term is e^0 = 1
+        out[t] = (weights * y_train).sum() / weights.sum()
+    return out
+
+
+def _pool_with_torch(query, keys, values):
+    return torch.nn.functional.scaled_dot_product_attention(query, keys, values)
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn", [("01.1", _soft_lookup_by_loop), ("01.2", _nw_by_loop), ("01.3", _pool_with_torch)]
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_cases_cover_t_not_s_odd_heads_and_non_powers_of_two() -> None:
+    for exercise_id in ("01.1", "01.3"):
+        cases = grading.make_cases(EXERCISES[exercise_id], 0)
+        assert any(c.args[0].shape[-2] != c.args[1].shape[-2] for c in cases)
+        assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in cases)
+        assert any(c.args[0].shape[-1] & (c.args[0].shape[-1] - 1) for c in cases)
+    nw = grading.make_cases(EXERCISES["01.2"], 0)
+    assert all(c.kwargs["bandwidth"] != 1.0 for c in nw)  # σ, σ² and σ⁴ must differ
+    assert any(len(c.args[0]) != len(c.args[1]) for c in nw)
+
+
+def test_naive_exponentials_fail_the_stability_properties() -> None:
+    def soft_naive(query, keys, values, temperature=1.0):
+        e = torch.exp(query @ keys.transpose(-2, -1) / temperature)
+        return e / e.sum(dim=-1, keepdim=True) @ values
+
+    def nw_naive(x_query, x_train, y_train, bandwidth=1.0):
+        k = torch.exp(-((x_query[:, None] - x_train[None, :]) ** 2) / (2 * bandwidth**2))
+        return k / k.sum(dim=1, keepdim=True) @ y_train
+
+    soft = check("01.1", soft_naive)
+    assert (
+        soft.status is Status.FAIL and soft.message.startswith("low temperature:") and "NaN" in soft.message
+    )
+    assert "torch.softmax" in soft.hint
+    nw = check("01.2", nw_naive)
+    assert nw.status is Status.FAIL and nw.message.startswith("narrow bandwidth:") and "NaN" in nw.message
+    assert "nearest" in nw.hint
+
+
+def test_weights_that_do_not_sum_to_one_are_diagnosed() -> None:
+    # An unrecognised slip (weights from a sigmoid): the diagnosis names the broken budget.
+    result = check(
+        "01.1", lambda q, k, v, temperature=1.0: torch.sigmoid(q @ k.transpose(-2, -1) / temperature) @ v
+    )
+    assert result.status is Status.FAIL and "sum to 1" in result.hint
+
+
+def test_the_references_are_the_library() -> None:
+    # What the exercises teach: the low-temperature lookup is the hard one; NW at a huge bandwidth is the mean.
+    g = torch.Generator().manual_seed(1)
+    q, k, v = torch.randn(5, 3, generator=g), torch.randn(8, 3, generator=g), torch.randn(8, 2, generator=g)
+    torch.testing.assert_close(
+        EXERCISES["01.1"].reference(q, k, v, temperature=1e-3), retrieval.hard_lookup(q, k, v)
+    )
+    x, y = torch.rand(9, generator=g), torch.randn(9, generator=g)
+    far = EXERCISES["01.2"].reference(torch.rand(4, generator=g), x, y, bandwidth=1e4)
+    torch.testing.assert_close(far, y.mean().expand(4))
+    torch.testing.assert_close(
+        EXERCISES["01.3"].reference(q, k, v), retrieval.soft_lookup(q, k, v, temperature=math.sqrt(3))
+    )
