@@ -4,6 +4,7 @@
 - :class:`BERT` (encoder only): learned positions + segments, post-norm, GELU, padding mask;
   :class:`BertMLM` adds the masked-language-model head.
 - :class:`Llama` (decoder only): RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases.
+- :class:`AttentionOnlyTransformer`: attention layers only (no MLP), for finding induction heads.
 - :class:`T5` (encoder-decoder): relative position bias, RMSNorm, ReLU, no ``1/sqrt(D)``, cross-attention.
 
 Each has a frozen config dataclass with tiny defaults and a ``from_hf(model)`` loader that copies a
@@ -19,12 +20,15 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (used by the doctest above)
 
+from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attn_edu.models.bert import BERT, BertConfig, BertMLM, MaskedLMHead
 from attn_edu.models.gpt import GPT, GPTConfig
 from attn_edu.models.llama import Llama, LlamaConfig
 from attn_edu.models.t5 import T5, T5Config
 
 __all__ = [
+    "AttentionOnlyConfig",
+    "AttentionOnlyTransformer",
     "BERT",
     "GPT",
     "T5",

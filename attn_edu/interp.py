@@ -1,0 +1,196 @@
+"""Reading a trained model's attention: head scores for known patterns, and head ablation.
+
+Attention patterns give hypotheses; ablations test them (Jain & Wallace, 2019, "Attention is not
+Explanation"; Wiegreffe & Pinter, 2019). Three pattern scores, each the mean attention weight that a
+head puts where the pattern says it should:
+
+- **previous token**: query ``t`` → key ``t − 1``;
+- **induction** on a sequence repeated with period ``P``: query ``t`` → key ``t − P + 1``, the token
+  *after* the previous occurrence of the current token (Olsson et al., 2022, "In-context Learning and
+  Induction Heads", section 2; Elhage et al., 2021). A two-layer circuit: a previous-token head in
+  layer 1 writes "my predecessor was A" into each position; an induction head in layer 2 then looks
+  for the key whose predecessor equals its own token;
+- **first token**: query ``t`` → key ``0`` (a resting place when nothing else is relevant).
+
+Uniform causal attention puts ``1 / (t + 1)`` on every key, so that is the chance level of each score.
+
+Ablation zeroes a head's output before the output projection ``W^O`` (Michel et al., 2019, "Are
+Sixteen Heads Really Better than One?", section 2): the other heads and the residual stream are
+untouched, and the loss change measures how much the model needed that head.
+
+Shapes:
+    weights ``(B, H, T, S)`` from ``need_weights=True``; scores ``(H,)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_floating, check_positive_int, check_shape
+from attn_edu.multihead import MultiHeadAttention
+
+
+def _diagonal_mean(weights: torch.Tensor, offset: int) -> torch.Tensor:
+    """Mean over batch and queries ``t >= offset`` of ``weights[..., t, t - offset]``, per head."""
+    check_floating("weights", weights)
+    B, H, T, S = check_shape("weights", weights, "B H T S").values()
+    if offset >= T:
+        raise ValueError(f"weights: T={T} queries leave no query at distance {offset} back")
+    shift = S - T  # bottom-right alignment: query t sits at absolute position shift + t
+    diagonal = weights.diagonal(offset=shift - offset, dim1=-2, dim2=-1)  # (B, H, T - offset)
+    return diagonal.float().mean(dim=(0, 2))  # (H,)
+
+
+def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight each head puts on the previous token (queries ``t >= 1``).
+
+    Shapes:
+        weights ``(B, H, T, S)``; returns ``(H,)``.
+
+    Example:
+        >>> w = torch.zeros(1, 1, 3, 3); w[0, 0, 0, 0] = w[0, 0, 1, 0] = w[0, 0, 2, 1] = 1
+        >>> previous_token_score(w)
+        tensor([1.])
+    """
+    return _diagonal_mean(weights, 1)
+
+
+def induction_score(weights: torch.Tensor, period: int) -> torch.Tensor:
+    """Mean weight each head puts on the token after the previous occurrence: key ``t − period + 1``.
+
+    Only queries ``t >= period`` (the repeats) count. Chance level for uniform causal attention is
+    the mean of ``1 / (t + 1)`` over those queries.
+
+    Shapes:
+        weights ``(B, H, T, S)``; returns ``(H,)``.
+
+    Example:
+        >>> T, P = 6, 3
+        >>> w = torch.zeros(1, 1, T, T)
+        >>> for t in range(T): w[0, 0, t, max(t - P + 1, 0)] = 1.0
+        >>> induction_score(w, P)
+        tensor([1.])
+    """
+    check_positive_int("period", period)
+    if period < 2:
+        raise ValueError(f"period: expected a repeat period >= 2, got {period}")
+    return _diagonal_mean(weights[..., period:, :], period - 1)
+
+
+def first_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight each head puts on the first key, over all queries.
+
+    Shapes:
+        weights ``(B, H, T, S)``; returns ``(H,)``.
+
+    Example:
+        >>> first_token_score(torch.full((1, 2, 4, 4), 0.25))
+        tensor([0.2500, 0.2500])
+    """
+    check_floating("weights", weights)
+    check_shape("weights", weights, "B H T S")
+    return weights[..., 0].float().mean(dim=(0, 2))  # (H,)
+
+
+def attention_layers(model: nn.Module) -> list[MultiHeadAttention]:
+    """The model's :class:`~attn_edu.multihead.MultiHeadAttention` modules, in layer order."""
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    if not layers:
+        raise ValueError(f"model: {type(model).__name__} has no MultiHeadAttention modules")
+    return layers
+
+
+@contextmanager
+def gate_heads(attn: MultiHeadAttention, gate: torch.Tensor) -> Iterator[None]:
+    """Inside the block, multiply head ``h``'s output by ``gate[h]`` before ``out_proj`` (0 = ablate).
+
+    A forward pre-hook on ``attn.out_proj`` scales each head's ``D`` channels of the concatenated
+    heads; the hook is removed on exit, even after an error.
+
+    Shapes:
+        gate ``(H,)``.
+
+    Example:
+        >>> attn = MultiHeadAttention(8, 2, bias=False)
+        >>> x = torch.randn(1, 3, 8)
+        >>> with gate_heads(attn, torch.zeros(2)):
+        ...     attn(x).abs().max().item()
+        0.0
+    """
+    check_shape("gate", gate, "H", H=attn.num_heads)
+    per_channel = gate.to(attn.out_proj.weight.dtype).repeat_interleave(attn.head_dim)  # (C,)
+
+    def scale_heads(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0] * per_channel.to(args[0].device), *args[1:])  # (B, T, C)
+
+    handle = attn.out_proj.register_forward_pre_hook(scale_heads)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@contextmanager
+def head_ablation(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[None]:
+    """Zero the output of the given ``(layer, head)`` pairs while the block runs.
+
+    Layers are counted in the order of :func:`attention_layers` (the model's layer order).
+
+    Example:
+        >>> from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+        >>> model = AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=10, embed_dim=8, num_heads=2))
+        >>> ids = torch.tensor([[1, 2, 3]])
+        >>> with head_ablation(model, [(0, 0), (0, 1), (1, 0), (1, 1)]):   # every head off
+        ...     no_heads = model(ids)
+        >>> torch.allclose(no_heads, model(ids, head_mask=torch.zeros(2, 2)))
+        True
+    """
+    layers = attention_layers(model)
+    gates = [torch.ones(layer.num_heads) for layer in layers]
+    for layer, head in heads:
+        if not 0 <= layer < len(layers):
+            raise ValueError(f"heads: layer {layer} is out of range, the model has {len(layers)} layers")
+        if not 0 <= head < layers[layer].num_heads:
+            raise ValueError(
+                f"heads: head {head} is out of range, layer {layer} has {layers[layer].num_heads}"
+            )
+        gates[layer][head] = 0.0
+    with ExitStack() as stack:
+        for attn, gate in zip(layers, gates):
+            if not bool(gate.all()):
+                stack.enter_context(gate_heads(attn, gate))
+        yield
+
+
+@torch.no_grad()
+def ablation_effects(
+    model: nn.Module, batch: Any, loss_fn: Callable[[nn.Module, Any], torch.Tensor]
+) -> torch.Tensor:
+    """Loss change when each head alone is ablated: ``loss(without head) − loss(full model)``.
+
+    A large positive value means the model relies on that head for this batch.
+
+    Shapes:
+        returns ``(layers, H)``.
+
+    Example:
+        >>> from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+        >>> from attn_edu.train import lm_loss
+        >>> from attn_edu.data import repeated_sequences
+        >>> model = AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=10, embed_dim=8, num_heads=2))
+        >>> ablation_effects(model, repeated_sequences(2, 4, vocab_size=10), lm_loss).shape
+        torch.Size([2, 2])
+    """
+    layers = attention_layers(model)
+    base = float(loss_fn(model, batch))
+    effects = torch.zeros(len(layers), max(layer.num_heads for layer in layers))  # (layers, H)
+    for i, layer in enumerate(layers):
+        for h in range(layer.num_heads):
+            with head_ablation(model, [(i, h)]):
+                effects[i, h] = float(loss_fn(model, batch)) - base
+    return effects

@@ -1,0 +1,227 @@
+"""The key/value cache: remember past keys and values so each new token costs one row, not a rerun.
+
+A causal decoder's keys and values for token ``s`` depend only on tokens ``0 .. s``, so they never
+change once computed. Generating token ``t + 1`` therefore needs only the *new* token's query, key and
+value; the older keys and values are read from the cache (Pope et al., 2022, "Efficiently Scaling
+Transformer Inference", section 2). Each step then costs ``O(S·C)`` attention work instead of
+re-running the whole prefix.
+
+The price is memory, which grows linearly with the context:
+
+    bytes = layers × H_kv × S × D × 2 (K and V) × bytes per number × B
+
+That is why grouped-query (``H_kv < H``, Ainslie et al., 2023) and multi-query attention (``H_kv = 1``,
+Shazeer, 2019) exist: they shrink ``H_kv``, and with it the cache, by ``H / H_kv``.
+
+Shapes:
+    each layer stores k and v ``(B, H_kv, S, D)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_edu._validate import check_positive_int, check_same_dtype, check_shape
+
+
+class KVCacheLayer:
+    """One attention layer's cache: appends new keys/values, returns everything stored so far.
+
+    Two storage strategies, chosen by ``max_len``:
+
+    - ``max_len=None`` (default): ``torch.cat`` the new rows onto the old tensors. It uses exactly the
+      memory of the tokens stored and needs no size up front, but every step copies the whole cache
+      (``O(S)`` per step, ``O(S²)`` over a generation).
+    - ``max_len=N``: allocate ``(B, H_kv, N, D)`` buffers at the first update and write new rows in
+      place, returning views of the filled part. Each step copies only the new rows, but the full
+      ``N`` tokens of memory are reserved from the start (what serving systems do, and why paged
+      caches (Kwon et al., 2023, vLLM) were invented to avoid reserving for the worst case).
+
+    ``seq_len`` counts the tokens stored; :class:`attn_edu.multihead.MultiHeadAttention` reads it
+    *before* ``update`` as the position of the first new token.
+
+    Shapes:
+        ``update``: k, v ``(B, H_kv, T, D)``; returns k_all, v_all ``(B, H_kv, S, D)``, ``S = seq_len``.
+
+    Example:
+        >>> layer = KVCacheLayer()
+        >>> k_all, v_all = layer.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+        >>> k_all, v_all = layer.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
+        >>> layer.seq_len, tuple(k_all.shape)          # (B, H_kv, S, D)
+        (4, (1, 2, 4, 4))
+    """
+
+    def __init__(self, max_len: int | None = None) -> None:
+        self.max_len = None if max_len is None else check_positive_int("max_len", max_len)
+        self.k: torch.Tensor | None = None  # (B, H_kv, S or max_len, D)
+        self.v: torch.Tensor | None = None  # (B, H_kv, S or max_len, D)
+        self._seq_len = 0
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens stored so far (the position of the next token)."""
+        return self._seq_len
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``k, v`` (the new tokens) and return all keys and values stored so far."""
+        sizes = check_shape("k", k, "B H_kv T D")
+        if self.k is not None:
+            stored = check_shape("cache", self.k, "B H_kv S D")
+            sizes = check_shape("k", k, "B H_kv T D", B=stored["B"], H_kv=stored["H_kv"], D=stored["D"])
+        check_shape("v", v, "B H_kv T D", **sizes)
+        check_same_dtype(k=k, v=v)
+        B, H_kv, T, D = sizes.values()
+        new_len = self._seq_len + T
+
+        if self.max_len is None:
+            # Concatenate: exact memory, but a full copy of the cache at every step.
+            self.k = k if self.k is None else torch.cat([self.k, k], dim=2)  # (B, H_kv, S, D)
+            self.v = v if self.v is None else torch.cat([self.v, v], dim=2)  # (B, H_kv, S, D)
+            self._seq_len = new_len
+            return self.k, self.v
+
+        if new_len > self.max_len:
+            raise ValueError(
+                f"k: {T} new tokens after {self._seq_len} cached exceed the cache's max_len={self.max_len}"
+            )
+        if self.k is None:
+            # Reserve the whole buffer once; later steps only write their new rows.
+            self.k = k.new_zeros(B, H_kv, self.max_len, D)  # (B, H_kv, max_len, D)
+            self.v = v.new_zeros(B, H_kv, self.max_len, D)  # (B, H_kv, max_len, D)
+        self.k[:, :, self._seq_len : new_len] = k
+        self.v[:, :, self._seq_len : new_len] = v
+        self._seq_len = new_len
+        return self.k[:, :, :new_len], self.v[:, :, :new_len]  # (B, H_kv, S, D) views
+
+    def nbytes(self) -> int:
+        """Bytes held by the stored tensors (the whole buffer when ``max_len`` is set)."""
+        if self.k is None or self.v is None:
+            return 0
+        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+
+    def reset(self) -> None:
+        """Forget every stored token."""
+        self.k = self.v = None
+        self._seq_len = 0
+
+
+class KVCache:
+    """A cache for a whole decoder: one :class:`KVCacheLayer` per layer, in ``.layers``.
+
+    Pass it as ``model(input_ids, kv_cache=cache)``; layer ``i`` of the model uses ``cache.layers[i]``,
+    and the model reads ``cache.seq_len`` as the position of the first new token.
+
+    Example:
+        >>> cache = KVCache(num_layers=2)
+        >>> for layer in cache.layers:
+        ...     _ = layer.update(torch.zeros(1, 4, 5, 8), torch.zeros(1, 4, 5, 8))
+        >>> cache.seq_len, cache.nbytes()              # 2 layers × 4 heads × 5 tokens × 8 × (K, V) × 4 bytes
+        (5, 2560)
+    """
+
+    def __init__(self, num_layers: int, *, max_len: int | None = None) -> None:
+        check_positive_int("num_layers", num_layers)
+        self.layers = [KVCacheLayer(max_len) for _ in range(num_layers)]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens stored (every layer holds the same number once a forward pass has finished)."""
+        return self.layers[0].seq_len
+
+    def nbytes(self) -> int:
+        """Bytes held by all layers' key and value tensors."""
+        return sum(layer.nbytes() for layer in self.layers)
+
+    def reset(self) -> None:
+        """Forget every stored token in every layer."""
+        for layer in self.layers:
+            layer.reset()
+
+
+def kv_cache_bytes(
+    *,
+    num_layers: int,
+    num_kv_heads: int,
+    seq_len: int,
+    head_dim: int,
+    batch_size: int = 1,
+    dtype_bytes: int = 2,
+) -> int:
+    """Memory a KV cache needs: ``layers × H_kv × S × D × 2 (K and V) × bytes × B``.
+
+    ``dtype_bytes`` is 2 for fp16/bf16 (the usual serving precision), 4 for fp32, 1 for an 8-bit cache.
+
+    Example:
+        >>> kv_cache_bytes(num_layers=32, num_kv_heads=32, seq_len=4096, head_dim=128) / 2**30   # Llama-2-7B
+        2.0
+    """
+    for name, value in [
+        ("num_layers", num_layers),
+        ("num_kv_heads", num_kv_heads),
+        ("seq_len", seq_len),
+        ("head_dim", head_dim),
+        ("batch_size", batch_size),
+        ("dtype_bytes", dtype_bytes),
+    ]:
+        check_positive_int(name, value)
+    return num_layers * num_kv_heads * seq_len * head_dim * 2 * dtype_bytes * batch_size
+
+
+# Attention shapes of public models, read from each model's config.json on the Hugging Face Hub
+# (num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size / num_attention_heads):
+# meta-llama/Llama-2-7b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Meta-Llama-3-8B,
+# mistralai/Mistral-7B-v0.1, tiiuae/falcon-7b (n_layer 32, n_head 71, hidden 4544, multi_query: true),
+# openai-community/gpt2. GQA in Llama 2 70B: Touvron et al., 2023, section 2.2; Mistral: Jiang et al., 2023.
+MODEL_SHAPES: dict[str, dict[str, int | str]] = {
+    "GPT-2 small": dict(num_layers=12, num_heads=12, num_kv_heads=12, head_dim=64, kind="MHA"),
+    "Llama-2-7B": dict(num_layers=32, num_heads=32, num_kv_heads=32, head_dim=128, kind="MHA"),
+    "Llama-3-8B": dict(num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, kind="GQA"),
+    "Mistral-7B": dict(num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, kind="GQA"),
+    "Llama-2-70B": dict(num_layers=80, num_heads=64, num_kv_heads=8, head_dim=128, kind="GQA"),
+    "Falcon-7B": dict(num_layers=32, num_heads=71, num_kv_heads=1, head_dim=64, kind="MQA"),
+}
+
+
+def kv_cache_table(
+    seq_len: int = 4096, *, batch_size: int = 1, dtype_bytes: int = 2
+) -> list[dict[str, float | int | str]]:
+    """The KV-cache size of real models at one context length, one row per model in ``MODEL_SHAPES``.
+
+    Each row gives the shape, the bytes per token, the total in GiB, and the saving against an MHA
+    cache of the same model (``H / H_kv``).
+
+    Example:
+        >>> rows = {row["model"]: row for row in kv_cache_table(4096)}
+        >>> rows["Llama-2-7B"]["GiB"], rows["Llama-3-8B"]["GiB"], rows["Llama-3-8B"]["saving"]
+        (2.0, 0.5, 4.0)
+    """
+    rows: list[dict[str, float | int | str]] = []
+    for name, shape in MODEL_SHAPES.items():
+        layers, heads, kv_heads, head_dim = (
+            int(shape[k]) for k in ("num_layers", "num_heads", "num_kv_heads", "head_dim")
+        )
+        total = kv_cache_bytes(
+            num_layers=layers,
+            num_kv_heads=kv_heads,
+            seq_len=seq_len,
+            head_dim=head_dim,
+            batch_size=batch_size,
+            dtype_bytes=dtype_bytes,
+        )
+        rows.append(
+            {
+                "model": name,
+                "kind": str(shape["kind"]),
+                "layers": layers,
+                "heads": heads,
+                "kv_heads": kv_heads,
+                "head_dim": head_dim,
+                "KiB_per_token": total / (seq_len * batch_size) / 2**10,
+                "GiB": round(total / 2**30, 4),
+                "saving": heads / kv_heads,
+            }
+        )
+    return rows

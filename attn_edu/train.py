@@ -1,0 +1,115 @@
+"""A small, seeded training loop for the course's toy models (AdamW, CPU-friendly).
+
+    for step in range(steps):
+        batch = batches_fn(generator)         # fresh synthetic data, from a seeded generator
+        loss = loss_fn(model, batch)
+        loss.backward(); clip; optimizer.step()
+
+AdamW (Loshchilov & Hutter, 2019) with a constant learning rate is enough for models of a few
+thousand to a few hundred thousand parameters trained for a few hundred steps. Gradient-norm clipping
+guards the first steps, when an untrained attention model can produce large gradients.
+
+The progress bar is tqdm's (``leave=False``, so nothing is left behind in a notebook's output);
+pass ``progress=False`` for runs whose output must be reproducible (nbval).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_positive_int
+from attn_edu.data import TaskBatch
+from attn_edu.objectives import causal_lm_loss
+
+
+def lm_loss(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
+    """The default loss: next-token cross-entropy on the batch's scored labels.
+
+    The model's output may be the logits ``(B, T, V)`` or a tuple whose first item is the logits.
+    """
+    out = model(batch.input_ids)
+    logits = out[0] if isinstance(out, tuple) else out  # (B, T, V)
+    return causal_lm_loss(logits, batch.labels)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` measured."""
+
+    losses: list[float]  # the training loss at every step
+    seconds: float  # wall-clock time of the loop
+    steps: int  # optimizer steps taken
+
+    def final_loss(self, window: int = 10) -> float:
+        """Mean loss over the last ``window`` steps (one step's loss is noisy)."""
+        tail = self.losses[-window:]
+        return sum(tail) / len(tail)
+
+
+def train(
+    model: nn.Module,
+    batches_fn: Callable[[torch.Generator], Any],
+    *,
+    steps: int = 250,
+    lr: float = 3e-3,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    progress: bool = True,
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor] = lm_loss,
+    grad_clip: float | None = 1.0,
+) -> TrainResult:
+    """Train ``model`` in place for ``steps`` AdamW steps; return the losses and the time taken.
+
+    ``batches_fn(generator)`` returns one batch (e.g. a :class:`attn_edu.data.TaskBatch`) drawn with the
+    given ``torch.Generator``, which is seeded with ``seed``: the same seed and the same initial model
+    give the same run. ``loss_fn(model, batch)`` returns a scalar loss (default :func:`lm_loss`).
+    Weight decay applies to every parameter (fine at this scale). The model is left in ``eval()`` mode.
+
+    Example:
+        >>> from attn_edu.data import repeated_sequences
+        >>> model = nn.Sequential(nn.Embedding(8, 8), nn.Linear(8, 8))
+        >>> batches = lambda g: repeated_sequences(4, 4, vocab_size=8, generator=g)
+        >>> result = train(model, batches, steps=3, progress=False)
+        >>> len(result.losses), result.steps
+        (3, 3)
+    """
+    check_positive_int("steps", steps)
+    if not lr > 0:
+        raise ValueError(f"lr: expected a learning rate > 0, got {lr!r}")
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
+    if grad_clip is not None and not grad_clip > 0:
+        raise ValueError(f"grad_clip: expected a number > 0 or None, got {grad_clip!r}")
+
+    torch.manual_seed(seed)  # anything random inside the model (dropout) repeats too
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    step_range: Any = range(steps)
+    if progress:
+        from tqdm.auto import tqdm  # imported only when asked for
+
+        step_range = tqdm(step_range, desc="training", leave=False)
+
+    model.train()
+    losses: list[float] = []
+    start = time.perf_counter()
+    for step in step_range:
+        batch = batches_fn(generator)
+        loss = loss_fn(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if progress and step % 10 == 0:
+            step_range.set_postfix(loss=f"{losses[-1]:.3f}")
+    seconds = time.perf_counter() - start
+    model.eval()
+    return TrainResult(losses=losses, seconds=seconds, steps=steps)

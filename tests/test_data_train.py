@@ -1,0 +1,175 @@
+"""Synthetic tasks hold what they claim, and the training loop learns, repeats and reports."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu.data import (
+    ToyVocab,
+    copy_task,
+    induction_task,
+    modular_addition,
+    repeated_sequences,
+    reverse_task,
+    sort_task,
+)
+from attn_edu.models import GPT, GPTConfig
+from attn_edu.objectives import causal_lm_loss
+from attn_edu.train import TrainResult, lm_loss, train
+
+VOCAB = ToyVocab(num_symbols=10)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def split(batch, vocab: ToyVocab = VOCAB):
+    """Prompt and answer symbols of a ``<bos> prompt <sep> answer`` batch."""
+    ids = batch.input_ids
+    sep = (ids == vocab.sep_id).int().argmax(dim=1)
+    assert (sep == sep[0]).all()
+    s = int(sep[0])
+    assert (ids[:, 0] == vocab.bos_id).all()
+    return ids[:, 1:s] - len(vocab.specials), ids[:, s + 1 :] - len(vocab.specials), s
+
+
+@pytest.mark.parametrize(
+    "task, rule",
+    [
+        (copy_task, lambda x: x),
+        (reverse_task, lambda x: x.flip(1)),
+        (sort_task, lambda x: x.sort(dim=1).values),
+    ],
+)
+def test_prompt_answer_tasks(task, rule):
+    batch = task(16, 7, VOCAB, generator=torch.Generator().manual_seed(0))
+    assert batch.input_ids.shape == batch.labels.shape == (16, 16)
+    prompt, answer, sep = split(batch)
+    assert torch.equal(answer, rule(prompt))
+    assert ((prompt >= 0) & (prompt < VOCAB.num_symbols)).all()
+    assert (batch.labels[:, : sep + 1] == -100).all()  # nothing scored before the answer
+    assert torch.equal(batch.labels[:, sep + 1 :], batch.input_ids[:, sep + 1 :])
+
+
+def test_modular_addition():
+    batch, vocab = modular_addition(64, 11, generator=torch.Generator().manual_seed(0))
+    assert vocab.num_symbols == 11
+    ab, c, _ = split(batch, vocab)
+    assert torch.equal(c[:, 0], ab.sum(1) % 11)
+    assert (batch.labels[:, :-1] == -100).all() and torch.equal(batch.labels[:, -1], batch.input_ids[:, -1])
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_repeated_sequences(distinct):
+    batch = repeated_sequences(
+        8, 12, vocab_size=20, repeats=3, distinct=distinct, generator=torch.Generator().manual_seed(0)
+    )
+    ids, labels = batch.input_ids, batch.labels
+    assert ids.shape == (8, 36)
+    assert torch.equal(ids[:, :12], ids[:, 12:24]) and torch.equal(ids[:, :12], ids[:, 24:])
+    if distinct:
+        assert all(len(set(row)) == 12 for row in ids[:, :12].tolist())
+    scored = labels != -100
+    # Scored: every repeat except its first token, whose arrival nothing announces.
+    expected = torch.ones(36, dtype=torch.bool)
+    expected[:13] = False
+    expected[24] = False
+    assert torch.equal(scored[0], expected)
+    assert torch.equal(labels[scored], ids[scored])
+
+
+def test_induction_task_varies_the_length():
+    g = torch.Generator().manual_seed(0)
+    lengths = {
+        induction_task(2, vocab_size=64, min_length=5, max_length=9, generator=g).input_ids.shape[1] // 2
+        for _ in range(40)
+    }
+    assert lengths == {5, 6, 7, 8, 9}
+
+
+def test_vocab_decode_and_tasks_are_seeded():
+    assert VOCAB.decode(torch.tensor([1, 4, 13, 2, 0])) == "<bos> 0 9 <sep> <pad>"
+    a = copy_task(3, 5, VOCAB, generator=torch.Generator().manual_seed(1))
+    b = copy_task(3, 5, VOCAB, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a.input_ids, b.input_ids)
+
+
+def test_data_errors():
+    with pytest.raises(ValueError, match="length"):
+        repeated_sequences(2, 30, vocab_size=20)
+    with pytest.raises(ValueError, match="batch_size"):
+        copy_task(0, 3, VOCAB)
+    with pytest.raises(ValueError, match="num_symbols"):
+        ToyVocab(num_symbols=0)
+    with pytest.raises(ValueError, match="name"):
+        VOCAB.special_id("<mask>")
+    with pytest.raises(ValueError, match="min_length"):
+        induction_task(2, vocab_size=64, min_length=10, max_length=5)
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def tiny_gpt() -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=VOCAB.size, max_seq_len=16, embed_dim=32, num_heads=2, ffn_dim=64))
+
+
+def copy_batches(g: torch.Generator):
+    return copy_task(32, 5, VOCAB, generator=g)
+
+
+def test_training_learns_the_copy_task():
+    model = tiny_gpt()
+    result = train(model, copy_batches, steps=60, lr=1e-2, progress=False)
+    assert isinstance(result, TrainResult) and result.steps == 60 and len(result.losses) == 60
+    assert result.seconds > 0
+    guessing = torch.log(torch.tensor(float(VOCAB.num_symbols))).item()  # 2.30: a uniform guess over symbols
+    assert result.losses[0] > 0.8 * guessing
+    assert result.final_loss() < 0.5 * guessing, result.final_loss()
+    assert not model.training  # left in eval mode
+    # Check on fresh data, with the loss computed by hand rather than by the loop.
+    batch = copy_batches(torch.Generator().manual_seed(99))
+    with torch.no_grad():
+        assert causal_lm_loss(model(batch.input_ids), batch.labels) < 0.5 * guessing
+
+
+def test_training_is_reproducible_with_a_seed():
+    runs = [train(tiny_gpt(), copy_batches, steps=5, seed=3, progress=False).losses for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert train(tiny_gpt(), copy_batches, steps=5, seed=4, progress=False).losses != runs[0]
+
+
+def test_progress_bar_is_optional(capsys):
+    train(tiny_gpt(), copy_batches, steps=2, progress=False)
+    captured = capsys.readouterr()
+    assert captured.out == captured.err == ""
+    train(tiny_gpt(), copy_batches, steps=2, progress=True)
+    assert "training" in capsys.readouterr().err
+
+
+def test_custom_loss_fn_is_used():
+    calls = []
+
+    def loss_fn(model, batch):
+        calls.append(batch.input_ids.shape)
+        return lm_loss(model, batch)
+
+    train(tiny_gpt(), copy_batches, steps=3, progress=False, loss_fn=loss_fn)
+    assert calls == [(32, 12)] * 3
+
+
+def test_train_errors():
+    with pytest.raises(ValueError, match="steps"):
+        train(tiny_gpt(), copy_batches, steps=0)
+    with pytest.raises(ValueError, match="lr"):
+        train(tiny_gpt(), copy_batches, steps=1, lr=0.0)
+    with pytest.raises(ValueError, match="weight_decay"):
+        train(tiny_gpt(), copy_batches, steps=1, weight_decay=-1.0)

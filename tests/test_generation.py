@@ -1,0 +1,241 @@
+"""Generation: cached decoding equals the full forward, greedy equals Hugging Face, sampling filters."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu.generation import (
+    apply_temperature,
+    count_layers,
+    generate,
+    sample_next_token,
+    top_k_filter,
+    top_p_filter,
+)
+from attn_edu.kv_cache import KVCache
+from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
+from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_models() -> dict[str, torch.nn.Module]:
+    torch.manual_seed(0)
+    return {
+        "gpt": GPT(GPTConfig(vocab_size=40, max_seq_len=32, embed_dim=32, num_heads=4, ffn_dim=64)),
+        "llama-gqa": Llama(LlamaConfig(vocab_size=40, embed_dim=32, num_heads=4, num_kv_heads=2, ffn_dim=64)),
+        "attention-only": AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=40, embed_dim=32)),
+    }
+
+
+# ---------------------------------------------------------------------------------- cache correctness
+
+
+@pytest.mark.parametrize("name", ["gpt", "llama-gqa", "attention-only"])
+@pytest.mark.parametrize("chunks", [[5, 1, 1, 1, 1, 1, 1, 1], [3, 4, 1, 4]])
+def test_incremental_decoding_equals_full_forward(name, chunks):
+    model = tiny_models()[name].eval()
+    ids = torch.randint(40, (2, sum(chunks)), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(ids)  # (B, T, V)
+        cache = KVCache(count_layers(model))
+        pieces, start = [], 0
+        for size in chunks:  # a prompt, then a token (or a few) at a time
+            pieces.append(model(ids[:, start : start + size], kv_cache=cache))
+            start += size
+    assert cache.seq_len == ids.shape[1]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_generate_with_and_without_cache_agree_when_sampling():
+    model = tiny_models()["llama-gqa"]
+    prompt = torch.randint(40, (3, 4), generator=torch.Generator().manual_seed(0))
+    runs = [
+        generate(
+            model,
+            prompt,
+            12,
+            use_cache=c,
+            temperature=0.8,
+            top_k=10,
+            generator=torch.Generator().manual_seed(5),
+        )
+        for c in (True, False)
+    ]
+    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0][:, :4], prompt) and runs[0].shape == (3, 16)
+
+
+# ------------------------------------------------------------------------ greedy vs Hugging Face
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    return pytest.importorskip("transformers")
+
+
+def hf_greedy(hf_model, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    hf_model.generation_config.eos_token_id = None  # never stop early: compare every token
+    hf_model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        return hf_model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens, do_sample=False
+        )
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_generate_equals_hugging_face_gpt2(transformers, use_cache):
+    torch.manual_seed(0)
+    # A larger init spread than GPT-2's 0.02 keeps the top two logits apart, so float rounding
+    # cannot decide a greedy tie differently in the two implementations.
+    config = transformers.GPT2Config(
+        vocab_size=50, n_positions=48, n_embd=32, n_layer=2, n_head=4, initializer_range=0.2
+    )
+    hf_model = transformers.GPT2LMHeadModel(config).eval()
+    ours = GPT.from_hf(hf_model)
+    prompt = torch.randint(50, (2, 5), generator=torch.Generator().manual_seed(3))
+    want = hf_greedy(hf_model, prompt, 20)
+    got = generate(ours, prompt, 20, use_cache=use_cache)
+    assert torch.equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_generate_equals_hugging_face_llama_gqa(transformers, use_cache):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # GQA: two query heads share each key/value head
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
+    hf_model = transformers.LlamaForCausalLM(config).eval()
+    ours = Llama.from_hf(hf_model)
+    prompt = torch.randint(50, (2, 5), generator=torch.Generator().manual_seed(4))
+    want = hf_greedy(hf_model, prompt, 20)
+    got = generate(ours, prompt, 20, use_cache=use_cache)
+    assert torch.equal(got, want), (got, want)
+
+
+# ----------------------------------------------------------------------------------- sampling filters
+
+
+def test_top_k_keeps_k_tokens_and_renormalises():
+    logits = torch.randn(6, 30, generator=torch.Generator().manual_seed(0))
+    for k in (1, 5, 30):
+        filtered = top_k_filter(logits, k)
+        kept = filtered.isfinite()
+        assert (kept.sum(-1) == k).all()
+        # The kept tokens are the k most likely, with their relative probabilities unchanged.
+        assert torch.equal(kept, logits >= logits.topk(k, dim=-1).values[..., -1:])
+        p, q = logits.softmax(-1), filtered.softmax(-1)
+        torch.testing.assert_close(q, torch.where(kept, p / (p * kept).sum(-1, keepdim=True), 0.0))
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    logits = torch.randn(8, 25, generator=torch.Generator().manual_seed(0)) * 2
+    probs = logits.softmax(-1)
+    for p in (0.05, 0.3, 0.9, 0.999):
+        kept = top_p_filter(logits, p).isfinite()
+        assert (kept.sum(-1) >= 1).all()
+        mass = (probs * kept).sum(-1)
+        # Every kept token is at least as likely as every dropped one ...
+        lowest_kept = torch.where(kept, probs, 2.0).min(-1).values
+        highest_dropped = torch.where(kept, -1.0, probs).max(-1).values
+        assert (lowest_kept >= highest_dropped).all()
+        # ... the kept mass reaches p, and without the least likely kept token it would not.
+        assert (mass >= p - 1e-6).all()
+        assert (mass - lowest_kept < p).all()
+        torch.testing.assert_close(
+            top_p_filter(logits, p).softmax(-1), torch.where(kept, probs / mass[:, None], 0.0)
+        )
+
+
+def test_top_p_keeps_at_least_one_token_and_p_one_is_identity():
+    logits = torch.tensor([[10.0, 0.0, -1.0]])
+    assert top_p_filter(logits, 1e-6).isfinite().sum() == 1
+    for x in (logits, torch.randn(4, 100)):
+        assert torch.equal(top_p_filter(x, 1.0), x)
+
+
+def test_sampling_frequencies_follow_the_filtered_softmax():
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    draws = sample_next_token(
+        logits.expand(20000, 5),
+        temperature=0.7,
+        top_k=4,
+        top_p=0.9,
+        generator=torch.Generator().manual_seed(0),
+    )
+    freq = torch.bincount(draws, minlength=5).float() / len(draws)
+    want = top_p_filter(top_k_filter(logits / 0.7, 4), 0.9).softmax(-1)
+    torch.testing.assert_close(freq, want, atol=0.015, rtol=0)
+    assert freq[4] == 0  # cut by top-k
+
+
+def test_seeds_make_sampling_reproducible_and_greedy_is_argmax():
+    model = tiny_models()["gpt"]
+    prompt = torch.randint(40, (2, 3), generator=torch.Generator().manual_seed(0))
+
+    def run(seed):
+        return generate(model, prompt, 15, temperature=1.5, generator=torch.Generator().manual_seed(seed))
+
+    assert torch.equal(run(1), run(1))
+    assert not torch.equal(run(1), run(2))
+    greedy = generate(model, prompt, 15)
+    assert torch.equal(
+        greedy, generate(model, prompt, 15, temperature=1.0, top_k=1, generator=torch.Generator())
+    )
+    logits = torch.randn(4, 9)
+    assert torch.equal(sample_next_token(logits, temperature=0.0), logits.argmax(-1))
+    root = logits.softmax(-1) ** 0.5  # temperature 2 turns p into sqrt(p), renormalised
+    torch.testing.assert_close(apply_temperature(logits, 2.0).softmax(-1), root / root.sum(-1, keepdim=True))
+
+
+def test_eos_stops_generation_and_pads_finished_rows():
+    class Countdown(torch.nn.Module):
+        """Predicts ``last token - 1``, so a row reaches token 0 (the EOS here) after `last` steps."""
+
+        def forward(self, ids):
+            return torch.nn.functional.one_hot((ids - 1).clamp(min=0), 10).float()
+
+    out = generate(Countdown(), torch.tensor([[2], [4]]), 8, use_cache=False, eos_token_id=0)
+    assert out.tolist() == [[2, 1, 0, 0, 0], [4, 3, 2, 1, 0]]  # stops once every row has finished
+
+
+def test_generate_restores_training_mode():
+    model = tiny_models()["gpt"].train()
+    generate(model, torch.zeros(1, 2, dtype=torch.long), 2)
+    assert model.training
+
+
+def test_generation_errors():
+    logits = torch.randn(2, 5)
+    with pytest.raises(ValueError, match="temperature"):
+        apply_temperature(logits, 0.0)
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next_token(logits, temperature=-1.0)
+    with pytest.raises(ValueError, match="k: expected a positive int"):
+        top_k_filter(logits, 0)
+    with pytest.raises(ValueError, match=r"p: expected a probability in \(0, 1\]"):
+        top_p_filter(logits, 0.0)
+    with pytest.raises(ValueError, match=r"logits: expected shape \(B, V\)"):
+        sample_next_token(torch.randn(5))
+    model = tiny_models()["gpt"]
+    with pytest.raises(ValueError, match=r"input_ids: expected shape \(B, T\)"):
+        generate(model, torch.zeros(3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, torch.zeros(1, 3, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match="use_cache=False"):
+        generate(torch.nn.Identity(), torch.zeros(1, 3, dtype=torch.long), 1)

@@ -1,0 +1,148 @@
+"""KV cache: both storage strategies agree, the memory formula equals the real tensors, real model sizes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu.kv_cache import KVCache, KVCacheLayer, kv_cache_bytes, kv_cache_table
+from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
+from attn_edu.multihead import KVCacheLayer as KVCacheProtocol
+from attn_edu.multihead import MultiHeadAttention
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_cache_layer_satisfies_the_attention_protocol():
+    assert isinstance(KVCacheLayer(), KVCacheProtocol)
+
+
+@pytest.mark.parametrize("max_len", [None, 9])
+def test_update_appends_along_the_sequence(max_len):
+    layer = KVCacheLayer(max_len)
+    ks = [torch.randn(2, 3, n, 4) for n in (4, 1, 1, 3)]
+    vs = [torch.randn(2, 3, n, 4) for n in (4, 1, 1, 3)]
+    for i, (k, v) in enumerate(zip(ks, vs)):
+        assert layer.seq_len == sum(x.shape[2] for x in ks[:i])  # read before update: the offset
+        k_all, v_all = layer.update(k, v)
+        torch.testing.assert_close(k_all, torch.cat(ks[: i + 1], dim=2))
+        torch.testing.assert_close(v_all, torch.cat(vs[: i + 1], dim=2))
+    assert layer.seq_len == 9
+    layer.reset()
+    assert layer.seq_len == 0 and layer.nbytes() == 0
+
+
+def test_preallocated_cache_reserves_max_len_and_writes_in_place():
+    layer = KVCacheLayer(max_len=16)
+    layer.update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    buffer = layer.k.data_ptr()
+    layer.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+    assert layer.k.data_ptr() == buffer  # no reallocation
+    assert layer.nbytes() == kv_cache_bytes(
+        num_layers=1, num_kv_heads=2, seq_len=16, head_dim=4, dtype_bytes=4
+    )
+
+
+@pytest.mark.parametrize("max_len", [None, 12])
+def test_attention_with_a_cache_equals_attention_over_the_whole_sequence(max_len):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2)
+    x = torch.randn(2, 12, 16)
+    cache = KVCacheLayer(max_len)
+    steps = [mha(x[:, :7], is_causal=True, kv_cache=cache)]
+    steps += [mha(x[:, t : t + 1], is_causal=True, kv_cache=cache) for t in range(7, 12)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), mha(x, is_causal=True))
+
+
+def decode(model, cache: KVCache, prompt_len: int, new_tokens: int, vocab: int) -> None:
+    """Prefill a prompt, then feed ``new_tokens`` single tokens, as generation does."""
+    with torch.no_grad():
+        model(torch.randint(vocab, (3, prompt_len)), kv_cache=cache)
+        for _ in range(new_tokens):
+            model(torch.randint(vocab, (3, 1)), kv_cache=cache)
+
+
+@pytest.mark.parametrize("kind", ["MHA", "GQA", "MQA"])
+def test_memory_formula_equals_the_real_cache_after_decoding(kind):
+    torch.manual_seed(0)
+    if kind == "MHA":
+        model = GPT(
+            GPTConfig(vocab_size=30, max_seq_len=32, embed_dim=32, num_layers=3, num_heads=4, ffn_dim=32)
+        )
+        layers, kv_heads, head_dim = 3, 4, 8
+    else:
+        kv_heads = 2 if kind == "GQA" else 1
+        model = Llama(
+            LlamaConfig(
+                vocab_size=30, embed_dim=32, num_layers=3, num_heads=4, num_kv_heads=kv_heads, ffn_dim=32
+            )
+        )
+        layers, head_dim = 3, 8
+    for dtype, size in [(torch.float32, 4), (torch.float64, 8)]:
+        model = model.to(dtype)
+        cache = KVCache(layers)
+        decode(model, cache, prompt_len=5, new_tokens=6, vocab=30)
+        assert cache.seq_len == 11
+        for layer in cache.layers:
+            assert layer.k.shape == (3, kv_heads, 11, head_dim)  # (B, H_kv, S, D): H_kv, not H
+        want = kv_cache_bytes(
+            num_layers=layers,
+            num_kv_heads=kv_heads,
+            seq_len=11,
+            head_dim=head_dim,
+            batch_size=3,
+            dtype_bytes=size,
+        )
+        real = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.k, layer.v))
+        assert cache.nbytes() == real == want
+
+
+def test_gqa_cache_is_smaller_by_the_group_size():
+    torch.manual_seed(0)
+    sizes = {}
+    for kv_heads in (4, 2, 1):
+        model = Llama(
+            LlamaConfig(vocab_size=30, embed_dim=32, num_heads=4, num_kv_heads=kv_heads, ffn_dim=32)
+        )
+        cache = KVCache(2)
+        decode(model, cache, prompt_len=4, new_tokens=3, vocab=30)
+        sizes[kv_heads] = cache.nbytes()
+    assert sizes[4] == 2 * sizes[2] == 4 * sizes[1]
+
+
+def test_table_of_real_models():
+    rows = {row["model"]: row for row in kv_cache_table(4096)}
+    # Llama-2-7B, fp16: 32 layers · 32 heads · 128 dims · 2 (K, V) · 2 bytes = 512 KiB per token.
+    assert rows["Llama-2-7B"]["KiB_per_token"] == 32 * 32 * 128 * 2 * 2 / 1024
+    assert rows["Llama-2-7B"]["GiB"] == 2.0
+    assert rows["Llama-3-8B"]["saving"] == 4.0 and rows["Mistral-7B"]["kv_heads"] == 8
+    assert rows["Falcon-7B"]["kind"] == "MQA" and rows["Falcon-7B"]["saving"] == 71.0
+    assert rows["Llama-2-70B"]["GiB"] == pytest.approx(80 * 8 * 4096 * 128 * 4 / 2**30, abs=1e-4)
+    doubled = {row["model"]: row for row in kv_cache_table(8192, batch_size=2)}
+    assert doubled["Llama-3-8B"]["GiB"] == 4 * rows["Llama-3-8B"]["GiB"]  # linear in S and in B
+
+
+def test_cache_errors():
+    layer = KVCacheLayer()
+    with pytest.raises(ValueError, match=r"k: expected shape \(B, H_kv, T, D\)"):
+        layer.update(torch.randn(2, 3, 4), torch.randn(2, 3, 4))
+    layer.update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    with pytest.raises(ValueError, match=r"k: expected shape \(B, H_kv, T, D\) with B=1, H_kv=2, D=4"):
+        layer.update(torch.randn(1, 3, 1, 4), torch.randn(1, 3, 1, 4))
+    with pytest.raises(ValueError, match="v: expected shape"):
+        layer.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 2, 4))
+    full = KVCacheLayer(max_len=4)
+    full.update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="max_len=4"):
+        full.update(torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4))
+    with pytest.raises(ValueError, match="num_layers"):
+        KVCache(0)
+    with pytest.raises(ValueError, match="seq_len"):
+        kv_cache_bytes(num_layers=1, num_kv_heads=1, seq_len=0, head_dim=8)
