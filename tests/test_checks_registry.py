@@ -1,0 +1,54 @@
+"""Every registered exercise, whichever notebook it belongs to: the reference passes, a stub is not attempted,
+each known mistake fails with its own hint (on the notebook's inputs and on the grading command's), and every
+solution notebook's exercises are registered.
+
+Concept-specific tests (independent correct versions, edge cases) live in ``tests/test_checks_<concept>.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import attn_edu.checks  # noqa: F401  (registers every exercise)
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = grading.exercises()
+IDS = sorted(EXERCISES)
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+def test_every_solution_notebook_has_registered_exercises() -> None:
+    notebooks = {p.name[:2] for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")}
+    registered = {eid.split(".")[0] for eid in IDS}
+    assert notebooks <= registered, f"solutions without checks: {sorted(notebooks - registered)}"
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 2, "each exercise recognises at least two common mistakes"
+    assert len(exercise.hints) >= 2, "each exercise has tiered hints"
+
+
+@pytest.mark.parametrize(("exercise_id", "index"), MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
