@@ -712,3 +712,157 @@ def plot_score_bias(
     if title is not None:
         fig.suptitle(title)
     return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# Online softmax (FlashAttention)
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_online_softmax(
+    x: torch.Tensor | np.ndarray | Sequence[float],
+    m_values: torch.Tensor | np.ndarray | Sequence[float],
+    l_values: torch.Tensor | np.ndarray | Sequence[float],
+    *,
+    block_size: int,
+    step: int,
+    title: str | None = None,
+) -> Figure:
+    """One streaming pass of the online softmax, stopped after ``step`` blocks.
+
+    Left: the scores ``x`` as bars, coloured by block (read, being read, not read yet), with the
+    running maximum ``m_i`` as a line. Right: the softmax estimate so far, ``exp(x - m_i) / l_i`` on the
+    entries already read, beside the final softmax (outlined). Each new block that raises the maximum
+    shrinks every earlier estimate by the same factor ``exp(m_old - m_new)`` (Milakov & Gimelshein 2018);
+    after the last block the estimate *is* the softmax.
+
+    Shapes:
+        x ``(N,)``; m_values and l_values ``(n_blocks,)``: the running max and sum after each block,
+        ``n_blocks = ceil(N / block_size)``.
+
+    Example:
+        >>> fig = plot_online_softmax([1.0, 3.0, 2.0], [3.0, 3.0], [1.135, 1.503], block_size=2, step=1)
+        >>> len(fig.axes)
+        2
+        >>> plt.close(fig)
+    """
+    xs, sizes = _numbers("x", x, "N")
+    N = sizes["N"]
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+        raise ValueError(f"block_size: expected a positive int, got {block_size!r}")
+    n_blocks = math.ceil(N / block_size)
+    m_run, _ = _numbers("m_values", m_values, "n_blocks", n_blocks=n_blocks)
+    l_run, _ = _numbers("l_values", l_values, "n_blocks", n_blocks=n_blocks)
+    if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= n_blocks:
+        raise ValueError(f"step: expected an int in 1..{n_blocks} (the blocks read so far), got {step!r}")
+    if (l_run <= 0).any():
+        raise ValueError(f"l_values: expected positive running sums, got min {l_run.min()}")
+    seen = min(step * block_size, N)
+    block_of = np.arange(N) // block_size
+    colors = np.where(block_of < step - 1, "#2b6cb0", np.where(block_of == step - 1, "#dd6b20", "#d9d9d9"))
+    estimate = np.exp(xs[:seen] - m_run[step - 1]) / l_run[step - 1]
+    final = np.exp(xs - m_run[-1]) / l_run[-1]
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.6), layout="constrained")
+    positions = np.arange(N)
+    left.bar(positions, xs, color=colors)
+    left.axhline(
+        m_run[step - 1], color="crimson", linestyle="--", label=f"running max m_i = {m_run[step - 1]:.2f}"
+    )
+    for boundary in range(block_size, N, block_size):
+        left.axvline(boundary - 0.5, color="grey", linewidth=0.8, alpha=0.6)
+    left.set_xlabel("position (blue: read, orange: this block, grey: not read yet)")
+    left.set_ylabel("score x")
+    left.legend(loc="best", fontsize=8)
+    left.set_title(f"block {step} of {n_blocks} (block size {block_size})", fontsize=10)
+
+    right.bar(positions[:seen], estimate, color=colors[:seen], label="exp(x - m_i) / l_i so far")
+    right.bar(positions, final, fill=False, edgecolor="black", linestyle="--", label="final softmax")
+    right.set_xlim(-0.6, N - 0.4)
+    right.set_ylim(0, max(float(estimate.max()), float(final.max())) * 1.15)
+    right.set_xlabel("position")
+    right.set_ylabel("probability")
+    right.legend(loc="upper left", fontsize=8)
+    right.set_title(f"l_i = {l_run[step - 1]:.3f}: estimates sum to 1 over what was read", fontsize=10)
+    if title is not None:
+        fig.suptitle(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# 09: token sequences (pre-training objectives)
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_token_rows(
+    rows: Mapping[str, Sequence[Any]],
+    *,
+    highlight: Mapping[str, Sequence[bool]] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Token sequences drawn as rows of boxes, one labelled row per sequence (original, input, target...).
+
+    Highlighted boxes (e.g. corrupted tokens, sentinels, ``[MASK]``) are orange, the others light
+    blue. Rows may have different lengths: that difference is often the point (T5's span corruption
+    shortens both the encoder input and the decoder target).
+
+    Shapes:
+        each value of ``rows`` holds ``N`` tokens (any length ``N >= 0`` per row); ``highlight[name]``
+        holds ``N`` bools for that row.
+
+    Example:
+        >>> fig = plot_token_rows({"input": ["a", "<X0>", "d"], "target": ["<X0>", "b", "c"]},
+        ...                       highlight={"input": [False, True, False]})
+        >>> len(fig.axes[0].patches)          # one box per token
+        6
+        >>> plt.close(fig)
+    """
+    if not isinstance(rows, Mapping) or not rows:
+        raise ValueError(f"rows: expected a non-empty dict {{name: tokens}}, got {type(rows).__name__}")
+    tokens = {}
+    for name, row in rows.items():
+        if isinstance(row, str) or not isinstance(row, Sequence):
+            raise ValueError(f"rows[{name!r}]: expected a list of tokens, got {type(row).__name__}")
+        tokens[str(name)] = [str(token) for token in row]
+    marks = {name: [False] * len(row) for name, row in tokens.items()}
+    for name, flags in (highlight or {}).items():
+        if str(name) not in tokens:
+            raise ValueError(f"highlight: {name!r} is not a row; expected one of {list(tokens)}")
+        if isinstance(flags, torch.Tensor):
+            flags = flags.tolist()
+        if len(flags) != len(tokens[str(name)]):
+            raise ValueError(
+                f"highlight[{name!r}]: expected {len(tokens[str(name)])} flags (one per token), got {len(flags)}"
+            )
+        marks[str(name)] = [bool(f) for f in flags]
+
+    # One box width for every row, wide enough for the longest token, so columns line up.
+    width = max(1.0, 0.13 * max((len(t) for row in tokens.values() for t in row), default=1) + 0.25)
+    longest = max(1, max(len(row) for row in tokens.values())) * width
+    fig, ax = plt.subplots(
+        figsize=(min(1.2 + longest * 0.55, 16), 0.7 + 0.55 * len(tokens)), layout="constrained"
+    )
+    for r, (name, row) in enumerate(tokens.items()):
+        y = -r
+        for i, (token, marked) in enumerate(zip(row, marks[name])):
+            x = i * width
+            ax.add_patch(
+                plt.Rectangle(
+                    (x, y - 0.35),
+                    width * 0.94,
+                    0.7,
+                    facecolor="#f6ad55" if marked else "#bee3f8",
+                    edgecolor="#4a5568",
+                    linewidth=0.6,
+                )
+            )
+            ax.text(x + width * 0.47, y, token, ha="center", va="center", fontsize=8)
+    ax.set_xlim(-0.1, longest + 0.1)
+    ax.set_ylim(-len(tokens) + 0.4, 0.6)
+    ax.set_yticks([-r for r in range(len(tokens))], [f"{name} ({len(row)})" for name, row in tokens.items()])
+    ax.set_xticks([])
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    if title is not None:
+        ax.set_title(title, fontsize=10)
+    return fig

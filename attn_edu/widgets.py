@@ -791,3 +791,340 @@ def sparse_pattern_explorer(T: int = 32, *, seed: int = 0) -> Explorer:
     return Explorer(
         controls, partial(_sparse_pattern_view, T=T, seed=seed), title=f"Sparse attention patterns (T = {T})"
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# 12: online softmax (FlashAttention)
+# ---------------------------------------------------------------------------------------------------
+
+# Scores whose maximum grows several times from left to right, so most block sizes show a rescale.
+ONLINE_SOFTMAX_SCORES = (0.5, 1.2, -0.3, 2.0, 0.1, 3.1, -1.0, 1.7, 4.0, 0.2, 2.5, -0.6)
+
+
+def _online_softmax_view(x: torch.Tensor, *, block_size: int, step: int) -> tuple[dict, Figure]:
+    from attn_edu.flash import online_softmax_steps  # imported on use: notebook 12's module
+
+    stats = list(online_softmax_steps(x, block_size))  # [(m_i, l_i) after each block]
+    m_values = torch.stack([m_i for m_i, _ in stats])  # (n_blocks,)
+    l_values = torch.stack([l_i for _, l_i in stats])  # (n_blocks,)
+    step = min(step, len(stats))
+    m_i, l_i = float(m_values[step - 1]), float(l_values[step - 1])
+    m_old = float(m_values[step - 2]) if step > 1 else -math.inf
+    # The factor that rescales the sum of the blocks already read: exp(m_old - m_new). It is 1 when the
+    # maximum did not move, below 1 when this block raised it (0 before the first block: nothing to rescale).
+    alpha = math.exp(m_old - m_i)
+    seen = min(step * block_size, x.shape[-1])
+    estimate = torch.exp(x[:seen] - m_i) / l_i  # (seen,)
+    figure = viz.plot_online_softmax(x, m_values, l_values, block_size=block_size, step=step)
+    state = {
+        "block_size": block_size,
+        "step": step,
+        "num_blocks": len(stats),
+        "m_values": m_values,
+        "l_values": l_values,
+        "m_i": m_i,
+        "l_i": l_i,
+        "alpha": alpha,
+        "rescaled": step > 1 and m_i > m_old,
+        "estimate": estimate,
+    }
+    return state, figure
+
+
+def _sync_online_softmax_steps(x: torch.Tensor, controls: dict[str, widgets.ValueWidget]) -> None:
+    # One step per block: the number of blocks follows the block size.
+    controls["step"].max = math.ceil(x.shape[-1] / controls["block_size"].value)
+
+
+def online_softmax_explorer(
+    scores: Sequence[float] | torch.Tensor | None = None, *, block_size: int = 3
+) -> Explorer:
+    """Step through the online softmax one block at a time: the running max ``m_i``, the running sum
+    ``l_i``, and the rescaling ``l_i ← l_i · exp(m_old − m_new) + Σ exp(x_block − m_new)``.
+
+    The block size slider re-cuts the scores into blocks; the step slider reads them one by one. The
+    numbers come from :func:`attn_edu.flash.online_softmax_steps` (Milakov & Gimelshein 2018), the
+    streaming softmax inside FlashAttention. After the last block the estimate equals ``torch.softmax``
+    whatever the block size.
+
+    Shapes:
+        scores ``(N,)`` (default: :data:`ONLINE_SOFTMAX_SCORES`, N = 12).
+
+    Example:
+        >>> ex = online_softmax_explorer([1.0, 3.0, 2.0], block_size=2)
+        >>> ex.set(step=2)
+        >>> round(ex.state["m_i"], 3), round(ex.state["l_i"], 3), ex.state["alpha"]
+        (3.0, 1.503, 1.0)
+    """
+    x = torch.tensor(ONLINE_SOFTMAX_SCORES) if scores is None else _float_tensor("scores", scores)
+    check_shape("scores", x, "N")
+    if not torch.isfinite(x).all():
+        raise ValueError("scores: expected finite values, got NaN or inf")
+    N = x.shape[0]
+    check_positive_int("block_size", block_size)
+    if block_size > N:
+        raise ValueError(f"block_size: expected at most N={N}, got {block_size}")
+    slider = partial(widgets.IntSlider, min=1, continuous_update=False, style=_WIDE)
+    controls = {
+        "block_size": slider(value=block_size, max=N, description="block size"),
+        "step": slider(value=1, max=math.ceil(N / block_size), description="blocks read"),
+    }
+    return Explorer(
+        controls,
+        partial(_online_softmax_view, x),
+        title="Online softmax: one block at a time",
+        sync=partial(_sync_online_softmax_steps, x),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# 09: T5 span corruption
+# ---------------------------------------------------------------------------------------------------
+
+SPAN_SENTENCE = (
+    "a small model learns to fill the gaps in a sentence by reading the words on both sides of each gap "
+    "and then writing out only the missing words after a sentinel that marks where each gap was"
+)  # 38 words: at T5's settings round(0.15 · 38) = 6 hidden words in round(6 / 3) = 2 spans
+
+
+def _span_view(
+    words: list[str], *, noise_density: float, mean_span_length: float, seed: int
+) -> tuple[dict, Figure]:
+    from attn_edu.objectives import span_corruption, span_uncorrupt
+
+    n = len(words)
+    sentinel_start_id = n + 99  # 100 sentinels after the words, counting down: <X0> = n + 99
+    names = words + [f"<X{sentinel_start_id - i}>" for i in range(n, n + 100)]
+    ids = torch.arange(n)  # (T,) every word its own id, so a word's position is its id
+    inputs, targets = span_corruption(
+        ids,
+        noise_density=noise_density,
+        mean_span_length=mean_span_length,
+        sentinel_start_id=sentinel_start_id,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    noise = torch.isin(ids, targets)  # (T,) the hidden words are exactly the targets' plain tokens
+    is_sentinel_in, is_sentinel_out = inputs >= n, targets >= n
+    round_trip = torch.equal(span_uncorrupt(inputs, targets, sentinel_start_id=sentinel_start_id), ids)
+    state = {
+        "inputs": [names[i] for i in inputs.tolist()],
+        "targets": [names[i] for i in targets.tolist()],
+        "noise": noise,
+        "num_noise": int(noise.sum()),
+        "num_spans": int(is_sentinel_in.sum()),
+        "input_length": len(inputs),
+        "target_length": len(targets),
+        "round_trip": round_trip,
+    }
+    figure = viz.plot_token_rows(
+        {"original": words, "encoder input": state["inputs"], "decoder target": state["targets"]},
+        highlight={"original": noise, "encoder input": is_sentinel_in, "decoder target": ~is_sentinel_out},
+        title=(
+            f"{state['num_noise']} of {n} words hidden in {state['num_spans']} spans: "
+            f"{n} tokens become {len(inputs)} in + {len(targets)} out"
+        ),
+    )
+    return state, figure
+
+
+def span_corruption_explorer(words: Sequence[str] | str = SPAN_SENTENCE, *, seed: int = 0) -> Explorer:
+    """T5's span corruption on a sentence: choose how much to hide and how long the spans are.
+
+    The sliders set ``noise_density`` (fraction of words hidden), ``mean_span_length`` and the random
+    ``seed`` of :func:`attn_edu.objectives.span_corruption`. The picture shows the sentence with the
+    hidden words in orange, the encoder input (each span replaced by one sentinel ``<Xk>``, T5's
+    ``<extra_id_k>``) and the decoder target (each sentinel followed by the words it hides).
+    ``state["round_trip"]`` says whether :func:`~attn_edu.objectives.span_uncorrupt` rebuilds the sentence.
+
+    Example:
+        >>> ex = span_corruption_explorer("one two three four five six seven eight nine ten")
+        >>> ex.set(noise_density=0.3, mean_span_length=1.0)
+        >>> ex.state["num_noise"], ex.state["num_spans"], ex.state["round_trip"]
+        (3, 3, True)
+    """
+    if isinstance(words, str):
+        words = words.split()
+    if isinstance(words, torch.Tensor) or not isinstance(words, Sequence) or len(words) < 2:
+        raise ValueError(f"words: expected a sentence or a list of at least 2 words, got {words!r}")
+    words = [str(w) for w in words]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    float_slider = partial(widgets.FloatSlider, continuous_update=False, style=_WIDE)
+    controls = {
+        "noise_density": float_slider(value=0.15, min=0.05, max=0.5, step=0.05, description="noise density"),
+        "mean_span_length": float_slider(
+            value=3.0, min=1.0, max=5.0, step=0.5, description="mean span length"
+        ),
+        "seed": widgets.IntSlider(
+            value=seed, min=0, max=max(20, seed), continuous_update=False, description="seed"
+        ),
+    }
+    return Explorer(controls, partial(_span_view, words), title="T5 span corruption")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13: head ablation
+# ---------------------------------------------------------------------------------------------------
+
+
+def _ablation_view(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor,
+    heads: dict[str, tuple[int, int]],
+    example: int,
+    full_loss: float,
+    **switched_off: bool,
+) -> tuple[dict, Figure]:
+    from attn_edu.objectives import causal_lm_loss
+
+    num_layers = 1 + max(layer for layer, _ in heads.values())
+    num_heads = 1 + max(head for _, head in heads.values())
+    head_mask = torch.ones(num_layers, num_heads)  # (L, H): 1 keeps a head, 0 zeroes its output
+    ablated = [heads[name] for name, off in switched_off.items() if off]
+    for layer, head in ablated:
+        head_mask[layer, head] = 0.0
+    with torch.no_grad():
+        # logits (B, T, V); weights: one (B, H, T, S) tensor per layer
+        logits, weights = model(input_ids, need_weights=True, head_mask=head_mask)
+        loss = float(causal_lm_loss(logits, labels))
+    shown = torch.stack([w[example] for w in weights]).float()  # (L, H, T, S)
+    names = ", ".join(f"{layer}.{head}" for layer, head in ablated) or "none"
+    title = f"heads off: {names}  ·  loss {loss:.3f} (all heads on: {full_loss:.3f})"
+    state = {"ablated": ablated, "head_mask": head_mask, "loss": loss, "full_loss": full_loss}
+    state["weights"] = shown
+    return state, viz.plot_heads(shown, title=title)
+
+
+def ablation_explorer(
+    model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor, *, example: int = 0
+) -> Explorer:
+    """Switch attention heads off with checkboxes; see the loss and every head's attention pattern.
+
+    Each checkbox ``layer{l}_head{h}`` ablates one head (its output is zeroed before ``W^O``, as in
+    :func:`attn_edu.interp.head_ablation`). The view runs ``model(input_ids, need_weights=True,
+    head_mask=...)``, reports the next-token loss on ``labels`` (``-100`` = not scored, see
+    :func:`attn_edu.objectives.causal_lm_loss`) and draws all heads of sequence ``example``. Heads that
+    stay on can change their pattern too: a later layer reads what an ablated earlier head wrote.
+    ``model`` must accept ``need_weights=`` and ``head_mask=`` (e.g.
+    :class:`attn_edu.models.attention_only.AttentionOnlyTransformer`).
+
+    Shapes:
+        input_ids and labels ``(B, T)``; ``state["weights"]`` ``(L, H, T, S)``, ``state["head_mask"]`` ``(L, H)``.
+
+    Example:
+        >>> from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+        >>> model = AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=10, embed_dim=8, num_heads=2))
+        >>> ids = torch.tensor([[1, 2, 3, 1, 2, 3]])
+        >>> ex = ablation_explorer(model, ids, ids)
+        >>> ex.set(layer1_head0=True)
+        >>> ex.state["ablated"], ex.state["weights"].shape
+        ([(1, 0)], torch.Size([2, 2, 6, 6]))
+    """
+    from attn_edu.interp import attention_layers
+    from attn_edu.objectives import causal_lm_loss
+
+    layers = attention_layers(model)
+    check_tensor("input_ids", input_ids)
+    sizes = check_shape("input_ids", input_ids, "B T")
+    check_tensor("labels", labels)
+    check_shape("labels", labels, "B T", **sizes)
+    if isinstance(example, bool) or not isinstance(example, int) or not 0 <= example < sizes["B"]:
+        raise ValueError(f"example: expected an int in 0 .. {sizes['B'] - 1}, got {example!r}")
+    heads = {
+        f"layer{layer}_head{head}": (layer, head)
+        for layer, attn in enumerate(layers)
+        for head in range(attn.num_heads)
+    }
+    controls = {
+        name: widgets.Checkbox(value=False, description=f"ablate {layer}.{head}", indent=False)
+        for name, (layer, head) in heads.items()
+    }
+    with torch.no_grad():
+        full_loss = float(causal_lm_loss(model(input_ids), labels))  # the reference: every head on
+    view = partial(_ablation_view, model, input_ids, labels, heads, example, full_loss)
+    return Explorer(controls, view, title="Head ablation: tick a head to switch it off")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 08: which numbers a norm averages over
+# ---------------------------------------------------------------------------------------------------
+
+_NORM_EPS = 1e-5  # the same eps for the three norms, so only *which* numbers they average differs
+
+
+def _normalised_token(batch: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Token 0 of sequence 0 after BatchNorm, LayerNorm and RMSNorm (no gain, no bias), each ``(C,)``."""
+    from attn_edu.blocks import RMSNorm, batch_norm_stats, layer_norm_stats
+
+    bn_mean, bn_var = batch_norm_stats(batch)  # (C,) each: over every token of every sequence
+    ln_mean, ln_var = layer_norm_stats(batch)  # (B, T, 1) each: over one token's channels
+    token = batch[0, 0]  # (C,)
+    with torch.no_grad():
+        rms = RMSNorm(batch.shape[-1], eps=_NORM_EPS)(token)  # (C,)
+    return {
+        "BatchNorm": (token - bn_mean) / torch.sqrt(bn_var + _NORM_EPS),
+        "LayerNorm": (token - ln_mean[0, 0]) / torch.sqrt(ln_var[0, 0] + _NORM_EPS),
+        "RMSNorm": rms,
+    }
+
+
+def _norm_view(x: torch.Tensor, *, shift: float, scale: float, padding: int) -> tuple[dict, Figure]:
+    B, T, C = x.shape
+    others = x[1:] * scale + shift  # (B - 1, T, C): every sequence but the watched one
+    batch = torch.cat([x[:1], others])  # (B, T, C)
+    if padding:
+        batch = torch.cat([batch, batch.new_zeros(B, padding, C)], dim=1)  # (B, T + padding, C) zero pads
+    before, after = _normalised_token(x), _normalised_token(batch)
+    change = {name: float((after[name] - before[name]).abs().max()) for name in after}
+    figure, axes = plt.subplots(1, 3, figsize=(12, 3.3), layout="constrained", sharey=True)
+    for ax, name in zip(axes, after):
+        viz.plot_curves(range(C), {"batch as it was": before[name], "batch now": after[name]},
+                        xlabel="channel", ylabel="normalised value", title=f"{name}: moved by {change[name]:.2f}",
+                        ax=ax)  # fmt: skip
+    figure.suptitle("One token (sequence 0, position 0) under three norms; only the rest of the batch moves")
+    return {"batch": batch, "before": before, "after": after, "change": change}, figure
+
+
+def norm_explorer(B: int = 4, T: int = 6, C: int = 12, *, seed: int = 0) -> Explorer:
+    """Move the *other* sequences of a batch and watch one token's normalised values: BatchNorm's move.
+
+    BatchNorm (Ioffe & Szegedy, 2015) normalises each channel with a mean and variance taken over every
+    token of every sequence in the batch, so a token's output depends on its neighbours in the batch,
+    padding included. LayerNorm (Ba et al., 2016) and RMSNorm (Zhang & Sennrich, 2019) use only the
+    token's own ``C`` channels: their curves never move. The statistics come from
+    :func:`attn_edu.blocks.batch_norm_stats`, :func:`attn_edu.blocks.layer_norm_stats` and
+    :class:`attn_edu.blocks.RMSNorm`; no gain or bias, ``eps = 1e-5`` for all three.
+
+    Controls: ``shift`` and ``scale`` move sequences ``1 .. B-1`` (``x * scale + shift``); ``padding``
+    appends that many zero tokens to every sequence, as padding to a longer batch would.
+
+    Shapes:
+        the batch is ``(B, T, C)``; the watched token is ``[0, 0]``.
+
+    Example:
+        >>> ex = norm_explorer()
+        >>> ex.set(shift=2.0)
+        >>> ex.state["change"]["BatchNorm"] > 0.1, ex.state["change"]["LayerNorm"]
+        (True, 0.0)
+    """
+    for name, value in (("T", T), ("C", C)):
+        check_positive_int(name, value)
+    if isinstance(B, bool) or not isinstance(B, int) or B < 2:
+        raise ValueError(f"B: expected an int >= 2 (the watched sequence and at least one other), got {B!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed: expected an int, got {seed!r}")
+    generator = torch.Generator().manual_seed(seed)
+    channel_offsets = 0.5 * torch.randn(C, generator=generator)  # (C,) channels differ, as real features do
+    x = torch.randn(B, T, C, generator=generator) + channel_offsets  # (B, T, C)
+    options = {"continuous_update": False, "style": _WIDE}
+    controls = {
+        "shift": widgets.FloatSlider(
+            value=0.0, min=-3.0, max=3.0, step=0.25, description="shift others", **options
+        ),
+        "scale": widgets.FloatLogSlider(
+            value=1.0, base=10, min=-1, max=1, step=0.1, description="scale others", **options
+        ),
+        "padding": widgets.IntSlider(value=0, min=0, max=12, description="padding tokens", **options),
+    }
+    return Explorer(controls, partial(_norm_view, x), title="Per-batch vs per-token statistics")

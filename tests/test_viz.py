@@ -377,3 +377,72 @@ def test_plot_score_bias_rejects_bad_input():
         viz.plot_score_bias(torch.zeros(3, 4))
     with pytest.raises(ValueError, match="max_cols"):
         viz.plot_score_bias(torch.zeros(2, 3, 4), max_cols=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_online_softmax
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_online_softmax_shows_the_estimate_so_far_and_the_final_softmax():
+    x = torch.tensor([1.0, 3.0, 2.0, 0.5, 4.0])
+    seen = x[:4]  # block size 2, step 2: two blocks read
+    m_values = [3.0, 3.0, 4.0]
+    l_values = [
+        float(torch.exp(x[:2] - 3).sum()),
+        float(torch.exp(seen - 3).sum()),
+        float(torch.exp(x - 4).sum()),
+    ]
+    fig = viz.plot_online_softmax(x, m_values, l_values, block_size=2, step=2)
+    left, right = fig.axes
+    np.testing.assert_allclose([bar.get_height() for bar in left.patches], x.numpy())
+    heights = [bar.get_height() for bar in right.patches]
+    np.testing.assert_allclose(heights[:4], torch.softmax(seen, dim=-1).numpy(), rtol=1e-6)  # estimate
+    np.testing.assert_allclose(heights[4:], torch.softmax(x, dim=-1).numpy(), rtol=1e-6)  # final
+    assert left.lines[0].get_ydata()[0] == 3.0  # the running max after two blocks
+    assert "block 2 of 3" in left.get_title()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"m_values": [1.0]}, r"m_values: expected shape \(n_blocks\)"),
+        ({"step": 3}, r"step: expected an int in 1..2"),
+        ({"l_values": [1.0, 0.0]}, "l_values: expected positive running sums"),
+        ({"block_size": 0}, "block_size: expected a positive int"),
+    ],
+)
+def test_plot_online_softmax_rejects_bad_input(kwargs, match):
+    args = {"x": [1.0, 2.0, 3.0], "m_values": [2.0, 3.0], "l_values": [1.4, 1.5], "block_size": 2, "step": 1}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        viz.plot_online_softmax(args.pop("x"), args.pop("m_values"), args.pop("l_values"), **args)
+
+
+def test_plot_token_rows_draws_one_box_per_token_and_colours_the_highlighted_ones():
+    fig = viz.plot_token_rows(
+        {"original": ["a", "b", "c", "d"], "input": ["a", "<X0>", "d"]},
+        highlight={"original": [False, True, True, False], "input": torch.tensor([False, True, False])},
+        title="span",
+    )
+    ax = fig.axes[0]
+    colours = [patch.get_facecolor() for patch in ax.patches]
+    assert len(colours) == 7
+    orange = matplotlib.colors.to_rgba("#f6ad55")
+    assert [c == orange for c in colours] == [False, True, True, False, False, True, False]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["original (4)", "input (3)"]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("rows", "highlight", "match"),
+    [
+        ({}, None, "rows: expected a non-empty dict"),
+        ({"x": "abc"}, None, r"rows\['x'\]: expected a list of tokens"),
+        ({"x": ["a"]}, {"y": [True]}, "highlight: 'y' is not a row"),
+        ({"x": ["a", "b"]}, {"x": [True]}, r"highlight\['x'\]: expected 2 flags"),
+    ],
+)
+def test_plot_token_rows_rejects_bad_input(rows, highlight, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_token_rows(rows, highlight=highlight)

@@ -469,14 +469,16 @@ def _pattern_by_loops(T, window, dilation, global_tokens):
     return mask
 
 
-@pytest.mark.parametrize(("window", "dilation", "global_tokens"), [(1, 1, 0), (3, 1, 2), (2, 3, 1), (5, 2, 0)])
+@pytest.mark.parametrize(
+    ("window", "dilation", "global_tokens"), [(1, 1, 0), (3, 1, 2), (2, 3, 1), (5, 2, 0)]
+)
 def test_sparse_pattern_explorer_matches_loops_without_random_keys(window, dilation, global_tokens):
     ex = widgets.sparse_pattern_explorer(12)
     ex.set(window=window, dilation=dilation, global_tokens=global_tokens, random_keys=0)
     expected = _pattern_by_loops(12, window, dilation, global_tokens)
     assert torch.equal(ex.state["mask"], expected)
     assert ex.state["pairs"] == int(expected.sum())
-    assert math.isclose(ex.state["density"], int(expected.sum()) / 144)
+    assert math.isclose(ex.state["density"], int(expected.sum()) / 144, rel_tol=1e-6)
     assert torch.equal(ex.state["keys_per_query"], expected.sum(dim=-1))
     assert f"{int(expected.sum())} of 144 pairs" in ex.figure.axes[0].get_title()
 
@@ -506,3 +508,192 @@ def test_sparse_pattern_explorer_first_slider_changes_the_figure():
 def test_sparse_pattern_explorer_rejects_bad_input(T, seed, match):
     with pytest.raises(ValueError, match=match):
         widgets.sparse_pattern_explorer(T, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 12: online softmax explorer
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_online_softmax_explorer_running_max_and_sum_match_the_definition():
+    x = torch.tensor(widgets.ONLINE_SOFTMAX_SCORES)
+    ex = widgets.online_softmax_explorer()
+    for block_size in (1, 3, 5, 12):
+        ex.set(block_size=block_size)
+        num_blocks = math.ceil(len(x) / block_size)
+        assert ex.controls["step"].max == num_blocks == ex.state["num_blocks"]
+        previous_max = -math.inf
+        for step in range(1, num_blocks + 1):
+            ex.set(step=step)
+            seen = x[: min(step * block_size, len(x))].double()
+            running_max = float(seen.max())
+            assert ex.state["m_i"] == pytest.approx(running_max)
+            assert ex.state["l_i"] == pytest.approx(float(torch.exp(seen - running_max).sum()), rel=1e-6)
+            assert ex.state["alpha"] == pytest.approx(math.exp(previous_max - running_max))
+            assert ex.state["rescaled"] == (step > 1 and running_max > previous_max)
+            torch.testing.assert_close(ex.state["estimate"].sum(), torch.tensor(1.0))
+            previous_max = running_max
+        # After the last block the estimate is the softmax, whatever the block size.
+        torch.testing.assert_close(ex.state["estimate"], torch.softmax(x, dim=-1))
+
+
+def test_online_softmax_explorer_step_slider_follows_the_block_size_and_redraws():
+    ex = widgets.online_softmax_explorer([0.0, 2.0, 1.0, 5.0, -1.0], block_size=1)
+    ex.set(step=5)
+    first = ex.figure
+    ex.controls["block_size"].value = 2  # 3 blocks: the step slider shrinks and clamps
+    assert ex.controls["step"].max == 3 and ex.state["step"] == ex.controls["step"].value <= 3
+    assert ex.figure is not first
+    left, right = ex.figure.axes
+    assert len(left.patches) == 5  # one bar per score
+    assert f"of {ex.state['num_blocks']}" in left.get_title()
+
+
+@pytest.mark.parametrize(
+    ("scores", "block_size", "match"),
+    [
+        ([[1.0, 2.0]], 1, r"scores: expected shape \(N\)"),
+        ([1.0, float("inf")], 1, "scores: expected finite values"),
+        ([1.0, 2.0], 3, "block_size: expected at most N=2"),
+        ([1.0, 2.0], 0, "block_size"),
+    ],
+)
+def test_online_softmax_explorer_rejects_bad_input(scores, block_size, match):
+    with pytest.raises(ValueError, match=match):
+        widgets.online_softmax_explorer(scores, block_size=block_size)
+
+
+def test_span_corruption_explorer_follows_the_sliders_and_round_trips():
+    from attn_edu.objectives import span_noise_mask
+
+    ex = widgets.span_corruption_explorer()
+    words = widgets.SPAN_SENTENCE.split()
+    n = len(words)
+    # T5's defaults: round(0.15 n) hidden words in round(noise / 3) spans, counted independently here
+    assert ex.state["num_noise"] == round(0.15 * n) and ex.state["num_spans"] == round(round(0.15 * n) / 3)
+    first = ex.figure
+    ex.controls["noise_density"].value = 0.5  # the first control redraws
+    assert ex.figure is not first and ex.state["num_noise"] == round(0.5 * n)
+    ex.set(mean_span_length=1.0, seed=4)
+    noise = span_noise_mask(
+        n, noise_density=0.5, mean_span_length=1.0, generator=torch.Generator().manual_seed(4)
+    )
+    assert torch.equal(ex.state["noise"], noise)  # the same draw as the objective's own mask
+    spans = ex.state["num_spans"]
+    assert ex.state["input_length"] == n - int(noise.sum()) + spans
+    assert ex.state["target_length"] == int(noise.sum()) + spans
+    kept = [w for w, hidden in zip(words, noise.tolist()) if not hidden]
+    assert [t for t in ex.state["inputs"] if not t.startswith("<X")] == kept
+    assert ex.state["inputs"].count("<X0>") == 1 and ex.state["targets"][0] == "<X0>"
+    assert ex.state["round_trip"]
+    assert len(ex.figure.axes[0].patches) == n + ex.state["input_length"] + ex.state["target_length"]
+
+
+@pytest.mark.parametrize(("words", "seed"), [("one", 0), (["a", "b"], -1), (torch.zeros(3), 0)])
+def test_span_corruption_explorer_rejects_bad_input(words, seed):
+    with pytest.raises(ValueError, match="words|seed"):
+        widgets.span_corruption_explorer(words, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------------
+# ablation_explorer
+# ---------------------------------------------------------------------------------------------------
+
+
+def _tiny_attention_only():
+    from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+
+    torch.manual_seed(0)
+    model = AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=12, embed_dim=12, num_heads=3))
+    ids = torch.randint(12, (2, 7), generator=torch.Generator().manual_seed(0))  # (B, T)
+    return model.eval(), ids
+
+
+def test_ablation_explorer_loss_and_patterns_follow_the_checkboxes():
+    import torch.nn.functional as F
+
+    from attn_edu.interp import head_ablation
+
+    model, ids = _tiny_attention_only()
+    labels = ids.clone()
+    labels[:, :3] = -100  # score the last tokens only
+
+    def loss_of(m):  # next-token cross-entropy written out here, not the library's
+        logits = m(ids)[:, :-1]  # (B, T-1, V)
+        targets = labels[:, 1:]
+        keep = targets != -100
+        return F.cross_entropy(logits[keep], targets[keep]).item()
+
+    ex = widgets.ablation_explorer(model, ids, labels, example=1)
+    assert list(ex.controls)[:2] == ["layer0_head0", "layer0_head1"] and len(ex.controls) == 6
+    assert ex.state["ablated"] == [] and math.isclose(ex.state["loss"], loss_of(model), rel_tol=1e-5)
+    before = ex.state["weights"]
+    ex.controls["layer0_head1"].value = True  # the first layer's head 1 off
+    with torch.no_grad(), head_ablation(model, [(0, 1)]):
+        expected = loss_of(model)
+    assert ex.state["ablated"] == [(0, 1)] and math.isclose(ex.state["loss"], expected, rel_tol=1e-5)
+    assert ex.state["full_loss"] == pytest.approx(loss_of(model), rel=1e-5)
+    # Layer 0's patterns do not depend on its own outputs; layer 1 reads what head 0.1 wrote.
+    torch.testing.assert_close(ex.state["weights"][0], before[0])
+    assert (ex.state["weights"][1] - before[1]).abs().max() > 1e-4
+    _, weights = model(ids[1:], need_weights=True, head_mask=ex.state["head_mask"])
+    torch.testing.assert_close(ex.state["weights"][1], weights[1][0])
+    assert "heads off: 0.1" in ex.figure._suptitle.get_text()
+
+
+def test_ablation_explorer_with_every_head_off_is_the_direct_path():
+    model, ids = _tiny_attention_only()
+    ex = widgets.ablation_explorer(model, ids, ids)
+    ex.set(**dict.fromkeys(ex.controls, True))
+    positions = torch.arange(ids.shape[1])
+    with torch.no_grad():
+        stream = model.token_embedding(ids) + model.position_embedding.embedding(positions)  # (B, T, C)
+        stream = stream + sum(attn.out_proj.bias for attn in model.layers)  # W^O's bias survives ablation
+        direct = model.unembed(stream)  # (B, T, V)
+    expected = torch.nn.functional.cross_entropy(direct[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    assert ex.state["loss"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_ablation_explorer_rejects_bad_input():
+    model, ids = _tiny_attention_only()
+    with pytest.raises(ValueError, match=r"labels: expected shape \(B, T\)"):
+        widgets.ablation_explorer(model, ids, ids[:, :3])
+    with pytest.raises(ValueError, match="example: expected an int in 0 .. 1"):
+        widgets.ablation_explorer(model, ids, ids, example=2)
+    with pytest.raises(ValueError, match="model: Linear has no MultiHeadAttention"):
+        widgets.ablation_explorer(torch.nn.Linear(2, 2), ids, ids)
+
+
+# ---------------------------------------------------------------------------------------------------
+# norm_explorer
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_norm_explorer_moves_batchnorm_only():
+    F = torch.nn.functional
+    ex = widgets.norm_explorer(B=3, T=5, C=7, seed=1)
+    assert ex.state["change"] == {"BatchNorm": 0.0, "LayerNorm": 0.0, "RMSNorm": 0.0}
+    ex.controls["shift"].value = 2.0  # the first control moves the other sequences
+    batch = ex.state["batch"]
+    assert batch.shape == (3, 5, 7)
+    bn = F.batch_norm(batch.transpose(1, 2), None, None, training=True, eps=1e-5)[0, :, 0]  # (C,)
+    torch.testing.assert_close(ex.state["after"]["BatchNorm"], bn)
+    torch.testing.assert_close(ex.state["after"]["LayerNorm"], F.layer_norm(batch, (7,), eps=1e-5)[0, 0])
+    torch.testing.assert_close(ex.state["after"]["RMSNorm"], F.rms_norm(batch, (7,), eps=1e-5)[0, 0])
+    assert ex.state["change"]["BatchNorm"] > 0.1
+    assert ex.state["change"]["LayerNorm"] == 0.0 and ex.state["change"]["RMSNorm"] == 0.0
+    assert len(ex.figure.axes) == 3 and "BatchNorm: moved by" in ex.figure.axes[0].get_title()
+
+
+def test_norm_explorer_padding_alone_moves_batchnorm():
+    ex = widgets.norm_explorer(seed=0)
+    ex.set(padding=6)
+    assert ex.state["batch"].shape == (4, 12, 12) and (ex.state["batch"][:, 6:] == 0).all()
+    assert ex.state["change"]["BatchNorm"] > 0.1 and ex.state["change"]["LayerNorm"] == 0.0
+
+
+def test_norm_explorer_rejects_bad_input():
+    with pytest.raises(ValueError, match="B: expected an int >= 2"):
+        widgets.norm_explorer(B=1)
+    with pytest.raises(ValueError, match="C"):
+        widgets.norm_explorer(C=0)

@@ -5,8 +5,12 @@ exercises adds a module here (``attn_edu/checks/<concept>.py``) and imports it b
 """
 
 from attn_edu.checks import (
+    architectures,  # noqa: F401  (exercises 09.*)
     attention,  # noqa: F401  (exercises 02.*)
+    efficient,  # noqa: F401  (exercises 11.*)
+    kv_cache,  # noqa: F401  (exercises 10.*)
     masks,  # noqa: F401  (exercises 04.*)
+    multihead,  # noqa: F401  (exercises 05.*)
     positional,  # noqa: F401  (exercises 06.*)
     retrieval,  # noqa: F401  (exercises 01.*)
     rope,  # noqa: F401  (exercises 07.*)

@@ -1,0 +1,130 @@
+"""Checks of notebook 11 (`attn_edu.checks.efficient`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("11.1", "11.2", "11.3", "11.4")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: loops, the quadratic form of linear attention, Mixtral-style routing.
+
+
+def _window_by_loops(T, S, window, causal=True):
+    mask = torch.zeros(T, S, dtype=torch.bool)
+    for t in range(T):
+        p = S - T + t  # absolute position of query t
+        for s in range(S):
+            mask[t, s] = 0 <= p - s < window if causal else abs(p - s) < window
+    return mask
+
+
+def _linear_quadratic(q, k, v):
+    # (φ(Q) φ(K)ᵀ ⊙ causal) V, normalised row by row: the T × S form linear attention avoids
+    T, S = q.shape[-2], k.shape[-2]
+    scores = (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-2, -1)  # (..., T, S)
+    scores = scores * torch.ones(T, S).tril(diagonal=S - T)
+    return (scores / scores.sum(dim=-1, keepdim=True)) @ v
+
+
+def _rnn_by_loop(q, k, v):
+    qf, kf = F.elu(q) + 1, F.elu(k) + 1
+    outputs = []
+    for t in range(q.shape[-2]):
+        state = torch.einsum("...sf,...sv->...fv", kf[..., : t + 1, :], v[..., : t + 1, :])
+        z = kf[..., : t + 1, :].sum(dim=-2)
+        outputs.append(
+            torch.einsum("...f,...fv->...v", qf[..., t, :], state) / (qf[..., t, :] * z).sum(-1)[..., None]
+        )
+    return torch.stack(outputs, dim=-2)
+
+
+def _route_mixtral_style(x, gate_weight, k):
+    # softmax over all experts, keep the top k, renormalise: the same weights as softmax over the top-k logits
+    probs = torch.softmax(x @ gate_weight.T, dim=-1)
+    top, index = probs.topk(k, dim=-1)
+    return torch.zeros_like(probs).scatter(1, index, top / top.sum(dim=-1, keepdim=True))
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [
+        ("11.1", _window_by_loops),
+        ("11.2", _linear_quadratic),
+        ("11.3", _rnn_by_loop),
+        ("11.3", _linear_quadratic),  # the parallel form is the same function
+        ("11.4", _route_mixtral_style),
+    ],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_cases_cover_cached_keys_heads_and_both_window_kinds() -> None:
+    window_cases = grading.make_cases(EXERCISES["11.1"], 0)
+    assert any(c.args[0] != c.args[1] for c in window_cases)
+    assert {c.kwargs.get("causal", True) for c in window_cases} == {True, False}
+    linear_cases = grading.make_cases(EXERCISES["11.2"], 0)
+    assert any(c.args[0].shape[-2] < c.args[1].shape[-2] for c in linear_cases)  # T < S
+    assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in linear_cases)  # odd H
+    assert any(c.args[0].shape[-1] != c.args[2].shape[-1] for c in linear_cases)  # D != Dv
+    router_cases = grading.make_cases(EXERCISES["11.4"], 0)
+    assert {c.args[2] for c in router_cases} >= {1, 2, 3}
+
+
+def test_a_symmetric_band_for_a_causal_window_names_the_future() -> None:
+    def symmetric(T, S, window, causal=True):
+        p = torch.arange(T)[:, None] + S - T
+        return (p - torch.arange(S)[None, :]).abs() < window
+
+    result = check("11.1", symmetric)
+    assert result.status is Status.FAIL and "symmetric" in result.hint
+
+
+def test_softmax_before_top_k_names_the_convention() -> None:
+    def switch_style(x, gate_weight, k):
+        probs = torch.softmax(x @ gate_weight.T, dim=-1)
+        top, index = probs.topk(k, dim=-1)
+        return torch.zeros_like(probs).scatter(1, index, top)
+
+    result = check("11.4", switch_style)
+    assert result.status is Status.FAIL and "Switch" in result.hint and "TopKRouter" in result.hint
+
+
+def test_an_int_window_mask_gets_a_dtype_message() -> None:
+    result = check("11.1", lambda T, S, window, causal=True: _window_by_loops(T, S, window, causal).int())
+    assert result.status is Status.FAIL and "bool" in result.message

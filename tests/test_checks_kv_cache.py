@@ -1,0 +1,102 @@
+"""Checks of notebook 10 (`attn_edu.checks.kv_cache`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("10.1", "10.2", "10.3", "10.4")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: plain loops, a preallocated buffer, Hugging Face's logits warpers.
+
+
+def _append_into_buffer(cache, new):
+    B, H_kv, S, D = cache.shape
+    out = cache.new_empty(B, H_kv, S + new.shape[2], D)
+    out[:, :, :S] = cache
+    out[:, :, S:] = new
+    return out
+
+
+def _bytes_by_loop(num_layers, num_heads, num_kv_heads, seq_len, head_dim, batch_size, dtype_bytes):
+    sizes = []
+    for L, H_kv, S, D, B, n in zip(
+        *(x.tolist() for x in (num_layers, num_kv_heads, seq_len, head_dim, batch_size, dtype_bytes))
+    ):
+        one_tensor = torch.empty(B, H_kv, S, D, dtype={1: torch.int8, 2: torch.float16, 4: torch.float32}[n])
+        sizes.append(L * 2 * one_tensor.numel() * one_tensor.element_size())  # K and V in every layer
+    return torch.tensor(sizes)
+
+
+def _hf_warped_probs(warper_name):
+    transformers = pytest.importorskip("transformers")
+
+    def probs(logits, value):
+        warper = getattr(transformers, warper_name)(value)
+        flat = logits.reshape(-1, logits.shape[-1])  # HF warpers take (B, V)
+        warped = warper(torch.zeros(flat.shape[0], 1, dtype=torch.long), flat.clone())
+        return torch.softmax(warped, dim=-1).reshape(logits.shape)
+
+    return probs
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [("10.1", _append_into_buffer), ("10.2", _bytes_by_loop)],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id, warper", [("10.3", "TopKLogitsWarper"), ("10.4", "TopPLogitsWarper")])
+def test_hugging_face_warpers_pass(exercise_id: str, warper: str) -> None:
+    result = check(exercise_id, _hf_warped_probs(warper))
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_the_probabilities_of_the_references_sum_to_one_on_their_support() -> None:
+    for exercise_id in ("10.3", "10.4"):
+        exercise = EXERCISES[exercise_id]
+        for case in grading.make_cases(exercise, 0):
+            probs = exercise.reference(*case.args)
+            torch.testing.assert_close(probs.sum(dim=-1), torch.ones(probs.shape[:-1]))
+    logits, k = EXERCISES["10.3"].make_cases(torch.Generator().manual_seed(0))[0].args
+    assert int((EXERCISES["10.3"].reference(logits, k) > 0).sum()) == k
+
+
+def test_a_float_size_gets_a_dtype_message() -> None:
+    result = check("10.2", lambda *columns: EXERCISES["10.2"].reference(*columns).double())
+    assert result.status is Status.FAIL and "int64" in result.message

@@ -1,0 +1,108 @@
+"""Checks of notebook 05 (`attn_edu.checks.multihead`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_edu import grading
+from attn_edu.grade import GRADER_SEED
+from attn_edu.grading import Status, check
+
+IDS = ("05.1", "05.2", "05.3", "05.4")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+
+
+# Independent correct versions: loops over heads, torch.nn.MultiheadAttention, index arithmetic.
+
+
+def _split_by_chunks(x, num_heads):
+    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)  # H x (B, T, D) -> (B, H, T, D)
+
+
+def _merge_by_cat(x):
+    return torch.cat(x.unbind(dim=1), dim=-1)  # H x (B, T, D) -> (B, T, H·D)
+
+
+def _mha_with_torch(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    C = query.shape[-1]
+    layer = nn.MultiheadAttention(
+        C, num_heads, bias=False, kdim=key.shape[-1], vdim=value.shape[-1], batch_first=True
+    )
+    with torch.no_grad():
+        if layer.in_proj_weight is not None:
+            layer.in_proj_weight.copy_(torch.cat([w_q, w_k, w_v]))
+        else:
+            layer.q_proj_weight.copy_(w_q)
+            layer.k_proj_weight.copy_(w_k)
+            layer.v_proj_weight.copy_(w_v)
+        layer.out_proj.weight.copy_(w_o)
+    if mask is None:
+        attn_mask = None
+    else:  # torch: True = ignore, one (T, S) mask per batch element and head
+        B, T, S = query.shape[0], query.shape[1], key.shape[1]
+        full = mask.expand(B, num_heads, T, S).reshape(B * num_heads, T, S)
+        attn_mask = ~full
+    return layer.eval()(query, key, value, attn_mask=attn_mask, need_weights=False)[0]
+
+
+def _repeat_by_index(x, n_rep):
+    H = x.shape[1] * n_rep
+    return x[:, torch.arange(H) // n_rep]  # query head h reads kv head h // n_rep
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [
+        ("05.1", _split_by_chunks),
+        ("05.2", _merge_by_cat),
+        ("05.3", _mha_with_torch),
+        ("05.4", _repeat_by_index),
+    ],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
+    exercise = EXERCISES[exercise_id]
+    assert check(exercise_id, exercise.reference).status is Status.PASS
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError(f"Exercise {exercise_id}: ...")
+
+    result = check(exercise_id, stub)
+    assert result.status is Status.NOT_ATTEMPTED and result.points == 0
+    assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 3
+
+
+@pytest.mark.parametrize("exercise_id, index", MISTAKES)
+def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
+    exercise = EXERCISES[exercise_id]
+    mistake = exercise.mistakes[index]
+    result = check(exercise_id, mistake.fn)
+    assert result.status is Status.FAIL and result.hint == mistake.message, result
+    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
+    graded = grading.judge(exercise, cases, outcomes)
+    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_an_sdpa_based_forward_passes() -> None:
+    # A learner may use PyTorch's fused attention for the inner step: same polarity, same scale.
+    def with_sdpa(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+        q, k, v = (_split_by_chunks(t @ w.T, num_heads) for t, w in [(query, w_q), (key, w_k), (value, w_v)])
+        return _merge_by_cat(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)) @ w_o.T
+
+    assert check("05.3", with_sdpa).status is Status.PASS
+
+
+def test_view_after_transpose_is_an_error_not_a_crash() -> None:
+    # .view on the transposed heads raises inside the learner's code: the check reports it as an ERROR.
+    result = check("05.2", lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1))
+    assert result.status is Status.ERROR and "view" in result.message
