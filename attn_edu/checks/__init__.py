@@ -8,6 +8,7 @@ from attn_edu.checks import (
     architectures,  # noqa: F401  (exercises 09.*)
     attention,  # noqa: F401  (exercises 02.*)
     efficient,  # noqa: F401  (exercises 11.*)
+    flash,  # noqa: F401  (exercises 12.*)
     kv_cache,  # noqa: F401  (exercises 10.*)
     masks,  # noqa: F401  (exercises 04.*)
     multihead,  # noqa: F401  (exercises 05.*)

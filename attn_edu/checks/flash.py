@@ -1,0 +1,305 @@
+"""Checks for notebook 12's exercises: the online softmax update, a tiled attention forward, the log-sum-exp.
+
+The references are :func:`attn_edu.flash.online_softmax` and :func:`attn_edu.flash.tiled_attention`
+(FlashAttention-2, Dao 2023, Algorithm 1), and ``m + log(l)`` for the log-sum-exp the backward pass keeps.
+Cases use ``T != S`` both ways (``T > S`` with ``is_causal`` leaves queries that see no key), sizes that are
+not powers of two, tiles that do not divide the lengths, odd head counts, and scores large enough that a
+softmax without its running maximum overflows. The known-wrong versions are the slips the streaming
+algorithm invites: a sum that is not rescaled when the maximum grows, a rescale factor upside down, each
+block normalised on its own, NaN for a query that sees nothing, ``exp(m)`` overflowing, ``log2`` for ``log``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_edu import flash
+from attn_edu.grading import Case, Exercise, Mistake, register
+
+NEG_INF = float("-inf")
+
+
+def _randn(g: torch.Generator, *shape: int, std: float = 1.0) -> torch.Tensor:
+    return std * torch.randn(shape, generator=g)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.1 online softmax update step (graded through the streaming softmax that calls it)
+
+
+def _online_cases(g: torch.Generator) -> list[Case]:
+    rising = torch.linspace(-3.0, 6.0, 11) + 0.1 * _randn(g, 11)  # the maximum grows in every block
+    return [
+        Case((rising, 3)),
+        Case((_randn(g, 2, 3, 5, 7, std=2.0), 3)),  # (B, H, T, S): one softmax per query row
+        Case((_randn(g, 4, 10), 4)),  # a last block of 2
+        Case((_randn(g, 3, 9), 1)),  # one score per block
+        Case((_randn(g, 6), 8)),  # one block bigger than the row
+        Case((_randn(g, 3, 13, std=40.0) + 60.0, 5)),  # scores near 100: exp(x) alone overflows float32
+    ]
+
+
+def _streamed(x: torch.Tensor, block_size: int, update) -> torch.Tensor:  # noqa: ANN001
+    """The driver of exercise 12.1 with a given update step: stream, then normalise once."""
+    m_i = torch.full(x.shape[:-1], NEG_INF)  # (...)
+    l_i = torch.zeros(x.shape[:-1])  # (...)
+    for start in range(0, x.shape[-1], block_size):
+        m_i, l_i = update(m_i, l_i, x[..., start : start + block_size])
+    return torch.exp(x - m_i[..., None]) / l_i[..., None]  # (..., N)
+
+
+def _update_without_rescale(m_i: torch.Tensor, l_i: torch.Tensor, x_block: torch.Tensor):  # noqa: ANN202
+    m_new = torch.maximum(m_i, x_block.amax(dim=-1))
+    return m_new, l_i + torch.exp(x_block - m_new[..., None]).sum(dim=-1)
+
+
+def _update_rescale_upside_down(m_i: torch.Tensor, l_i: torch.Tensor, x_block: torch.Tensor):  # noqa: ANN202
+    m_new = torch.maximum(m_i, x_block.amax(dim=-1))
+    return m_new, l_i * torch.exp(m_new - m_i) + torch.exp(x_block - m_new[..., None]).sum(dim=-1)
+
+
+def _update_without_max(m_i: torch.Tensor, l_i: torch.Tensor, x_block: torch.Tensor):  # noqa: ANN202
+    return torch.zeros_like(m_i), l_i + torch.exp(x_block).sum(dim=-1)
+
+
+ONLINE_SOFTMAX = register(
+    Exercise(
+        exercise_id="12.1",
+        title="the online softmax update: new running max and rescaled running sum after one block",
+        function_name="online_softmax",
+        arg_names=("x", "block_size"),
+        reference=lambda x, block_size: flash.online_softmax(x, block_size),
+        make_cases=_online_cases,
+        mistakes=(
+            Mistake(
+                lambda x, block_size: _streamed(x, block_size, _update_without_rescale),
+                "the running sum is not rescaled when the maximum grows: its old terms are exp(x - m_old), "
+                "too big by exp(m_new - m_old). Multiply l_i by exp(m_i - m_new) before adding the block.",
+            ),
+            Mistake(
+                lambda x, block_size: _streamed(x, block_size, _update_rescale_upside_down),
+                "the rescale factor is upside down: it is exp(m_i - m_new), at most 1 (the old terms shrink), "
+                "not exp(m_new - m_i). With m_i = -inf before the first block, yours is 0 · inf = NaN.",
+            ),
+            Mistake(
+                lambda x, block_size: _streamed(x, block_size, _update_without_max),
+                "exp of large scores overflows (float32 ends near exp(88)): keep the running maximum m_i and "
+                "sum exp(x - m_new), never exp(x) itself.",
+            ),
+        ),
+        hints=(
+            "the new maximum is torch.maximum(m_i, x_block.amax(dim=-1)); every term of l_i was computed "
+            "against the old maximum m_i.",
+            "exp(x - m_old) = exp(x - m_new) · exp(m_new - m_old): multiply the old sum by exp(m_i - m_new), "
+            "which is 0 before the first block (m_i = -inf) and 1 when the maximum did not move.",
+            "l_new = l_i * torch.exp(m_i - m_new) + torch.exp(x_block - m_new[..., None]).sum(dim=-1)",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.2 tiled attention forward
+
+
+def _tiled_cases(g: torch.Generator) -> list[Case]:
+    ones_v = torch.ones(1, 1, 7, 4)  # (B, H, S, Dv): every output row must be 1 (weights sum to 1)
+    return [
+        Case((_randn(g, 1, 1, 5, 8), _randn(g, 1, 1, 7, 8), ones_v), {"block_q": 2, "block_k": 3}),
+        Case(
+            (_randn(g, 2, 3, 13, 8), _randn(g, 2, 3, 21, 8), _randn(g, 2, 3, 21, 8)),
+            {"block_q": 4, "block_k": 5},
+        ),
+        Case(
+            (_randn(g, 1, 3, 10, 16), _randn(g, 1, 3, 10, 16), _randn(g, 1, 3, 10, 6)),
+            {"is_causal": True, "block_q": 4, "block_k": 3},
+        ),
+        Case(  # T < S: a KV cache, query t sits at position S - T + t
+            (_randn(g, 2, 1, 9, 8), _randn(g, 2, 1, 15, 8), _randn(g, 2, 1, 15, 8)),
+            {"is_causal": True, "block_q": 4, "block_k": 4},
+        ),
+        Case(  # T > S: queries 0..6 see no key at all and must come out as zeros
+            (_randn(g, 1, 5, 12, 8), _randn(g, 1, 5, 5, 8), _randn(g, 1, 5, 5, 8)),
+            {"is_causal": True, "block_q": 5, "block_k": 2},
+        ),
+    ]
+
+
+def _tiled_variant(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool = False,
+    block_q: int = 16,
+    block_k: int = 16,
+    *,
+    how: str,
+) -> torch.Tensor:
+    """The exercise's loops with one known slip, named by ``how``."""
+    *batch, T, D = q.shape
+    S, Dv = k.shape[-2], v.shape[-1]
+    scale = 1.0 if how == "no_scale" else 1 / math.sqrt(D)
+    shift = 0 if how == "top_left" else S - T  # top-left: query t sees keys 0..t
+    out = torch.zeros(*batch, T, Dv)  # (..., T, Dv)
+    for q_start in range(0, T, block_q):
+        q_block = q[..., q_start : q_start + block_q, :]  # (..., bq, D)
+        rows = torch.arange(q_start, q_start + q_block.shape[-2])
+        m_i = torch.full((*batch, len(rows)), NEG_INF)  # (..., bq)
+        l_i = torch.zeros(*batch, len(rows))  # (..., bq)
+        acc = torch.zeros(*batch, len(rows), Dv)  # (..., bq, Dv)
+        for k_start in range(0, S, block_k):
+            k_block = k[..., k_start : k_start + block_k, :]  # (..., bk, D)
+            v_block = v[..., k_start : k_start + block_k, :]  # (..., bk, Dv)
+            scores = q_block @ k_block.transpose(-2, -1) * scale  # (..., bq, bk)
+            if is_causal:
+                cols = torch.arange(k_start, k_start + k_block.shape[-2])
+                scores = scores.masked_fill(cols[None, :] > rows[:, None] + shift, NEG_INF)
+            if how == "per_block":  # each block's weights sum to 1 on their own
+                acc = acc + torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v_block
+                continue
+            m_new = torch.maximum(m_i, scores.amax(dim=-1))  # (..., bq)
+            m_safe = m_new if how == "nan_rows" else torch.where(torch.isinf(m_new), 0.0, m_new)
+            p = torch.exp(scores - m_safe[..., None])  # (..., bq, bk)
+            alpha = torch.exp(m_i - m_safe)  # (..., bq)
+            l_i = l_i * alpha + p.sum(dim=-1)
+            acc = (acc if how == "acc_not_rescaled" else acc * alpha[..., None]) + p @ v_block
+            m_i = m_new
+        if how == "per_block":
+            out[..., q_start : q_start + len(rows), :] = acc
+        elif how == "nan_rows":
+            out[..., q_start : q_start + len(rows), :] = acc / l_i[..., None]
+        else:
+            out[..., q_start : q_start + len(rows), :] = acc / torch.where(l_i > 0, l_i, 1.0)[..., None]
+    return out
+
+
+def _mistake(how: str):  # noqa: ANN202
+    def wrong(q, k, v, is_causal=False, block_q=16, block_k=16):  # noqa: ANN001, ANN202
+        return _tiled_variant(q, k, v, is_causal, block_q, block_k, how=how)
+
+    return wrong
+
+
+PER_BLOCK = (
+    "each key block is normalised on its own, so a row's weights sum to 1 per block (to the number of "
+    "blocks in all): keep the unnormalised sums l_i and acc across blocks and divide acc by l_i once, "
+    "after the last key block."
+)
+
+
+def _blocks_normalised_separately(case: Case, got: torch.Tensor) -> str | None:
+    """With values all 1 the right output is 1; a per-block softmax gives the number of blocks read."""
+    v = case.args[2]
+    if not bool((v == 1).all()):
+        return None
+    if bool((got > 1.5).any()) and torch.allclose(got, got.round(), atol=1e-4):
+        return PER_BLOCK
+    return None
+
+
+TILED_FORWARD = register(
+    Exercise(
+        exercise_id="12.2",
+        title="a tiled attention forward: the online softmax over key blocks, normalised once at the end",
+        function_name="tiled_attention",
+        arg_names=("q", "k", "v"),
+        reference=lambda q, k, v, is_causal=False, block_q=16, block_k=16: flash.tiled_attention(
+            q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k
+        ),
+        make_cases=_tiled_cases,
+        mistakes=(
+            Mistake(_mistake("per_block"), PER_BLOCK),
+            Mistake(
+                _mistake("acc_not_rescaled"),
+                "acc is not rescaled when the maximum grows: like l_i, every earlier term was weighted "
+                "exp(s - m_old). Multiply acc by alpha = exp(m_i - m_new) before adding p @ v_block.",
+            ),
+            Mistake(
+                _mistake("nan_rows"),
+                "a query that sees no key comes out NaN: its m stays -inf, so exp(-inf - (-inf)) and "
+                "0 / 0 appear. Subtract 0 where m_new is -inf and divide by l_i only where l_i > 0 "
+                "(such rows must be zeros).",
+            ),
+            Mistake(
+                _mistake("top_left"),
+                "the causal mask is aligned top-left (query t sees keys 0..t); with S keys query t sits at "
+                "position S - T + t: hide key s when s > t + (S - T).",
+            ),
+            Mistake(
+                _mistake("no_scale"),
+                "the scores are not scaled: multiply q_block @ k_blockᵀ by 1 / sqrt(D).",
+            ),
+        ),
+        diagnoses=(_blocks_normalised_separately,),
+        hints=(
+            "per tile: m_new = max(m_i, rowmax(scores)); p = exp(scores - m_new); alpha = exp(m_i - m_new); "
+            "then rescale l_i and acc by alpha and add this tile's p.sum(-1) and p @ v_block.",
+            "a row whose scores are all -inf so far has m_new = -inf: subtract 0 instead "
+            "(torch.where(torch.isinf(m_new), 0.0, m_new)) so that p = exp(-inf) = 0, not NaN.",
+            "after the key loop: out = acc / l_i where l_i > 0, and 0 where l_i == 0 "
+            "(acc / torch.where(l_i > 0, l_i, 1.0)[..., None]).",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.3 log-sum-exp from the running statistics
+
+
+def _running_stats(scores: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, l) after the last block of the online softmax: what the forward pass ends with."""
+    stats = list(flash.online_softmax_steps(scores, block_size))
+    return stats[-1]
+
+
+def _lse_cases(g: torch.Generator) -> list[Case]:
+    hidden = _randn(g, 2, 3, 5, 7)  # (B, H, T, S)
+    hidden[0, 1, 2] = NEG_INF  # a query that sees no key: m = -inf, l = 0
+    hidden[1, :, 0, 3:] = NEG_INF  # partly hidden rows
+    return [
+        Case(_running_stats(_randn(g, 2, 3, 5, 7), 3)),
+        Case(_running_stats(hidden, 4)),
+        Case(_running_stats(_randn(g, 9, std=3.0), 2)),
+        Case(_running_stats(_randn(g, 1, 5, 6, 11, std=20.0) + 100.0, 4)),  # m near 100: exp(m) overflows
+    ]
+
+
+def _lse(m_i: torch.Tensor, l_i: torch.Tensor) -> torch.Tensor:
+    # l_i = 0 only where m_i = -inf (nothing seen): log(0) = -inf is the right answer there.
+    return torch.where(l_i > 0, m_i + torch.log(torch.where(l_i > 0, l_i, 1.0)), NEG_INF)  # (...)
+
+
+LOGSUMEXP = register(
+    Exercise(
+        exercise_id="12.3",
+        title="the log-sum-exp of each row from its running max m and running sum l",
+        function_name="logsumexp_from_stats",
+        arg_names=("m_i", "l_i"),
+        reference=_lse,
+        make_cases=_lse_cases,
+        mistakes=(
+            Mistake(
+                lambda m_i, l_i: torch.log(l_i),
+                "the maximum is missing: l = Σ exp(s - m), so log Σ exp(s) = m + log(l).",
+            ),
+            Mistake(
+                lambda m_i, l_i: torch.log(torch.exp(m_i) * l_i),
+                "exp(m) overflows for large scores (float32 ends near exp(88)) and gives inf: keep m outside "
+                "the exp and add it: m + log(l).",
+            ),
+            Mistake(
+                lambda m_i, l_i: m_i + torch.log2(l_i),
+                "log2 is not log: l holds exp (base e) terms, so use the natural log torch.log "
+                "(kernels that use exp2 keep m in log2 units and convert at the end).",
+            ),
+        ),
+        hints=(
+            "factor the maximum out of the sum: Σ exp(s) = exp(m) · Σ exp(s - m) = exp(m) · l.",
+            "take the log of exp(m) · l without ever computing exp(m).",
+            "m + torch.log(l); a row with l = 0 (m = -inf) then gives -inf, which is log(0): correct.",
+        ),
+    )
+)

@@ -1,0 +1,103 @@
+"""Checks of notebook 12 (`attn_edu.checks.flash`): independent right answers pass, the cases hold the hard inputs,
+and mistakes written differently from the known variants are still named. (Reference, stub and each known
+mistake: tests/test_checks_registry.py.)"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu import grading
+from attn_edu.checks import flash as flash_checks
+from attn_edu.grading import Status, check
+
+IDS = ("12.1", "12.2", "12.3")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+
+
+# Independent correct versions: the exercise's own driver with a right update step, PyTorch's SDPA, float64.
+
+
+def _update(m_i, l_i, x_block):
+    m_new = torch.maximum(m_i, x_block.amax(dim=-1))
+    return m_new, l_i * torch.exp(m_i - m_new) + torch.exp(x_block - m_new[..., None]).sum(dim=-1)
+
+
+def _online_softmax_streamed(x, block_size):
+    return flash_checks._streamed(x, block_size, _update)
+
+
+def _attention_from_torch(q, k, v, is_causal=False, block_q=16, block_k=16):
+    T, S = q.shape[-2], k.shape[-2]
+    if not is_causal:
+        return F.scaled_dot_product_attention(q, k, v)
+    visible = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)  # (T, S) bottom-right causal
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)  # NaN on rows that see no key
+    return torch.where(visible.any(dim=-1)[:, None], out, 0.0)
+
+
+def _logsumexp_in_float64(m_i, l_i):
+    return (m_i.double() + torch.log(l_i.double())).float()
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [("12.1", _online_softmax_streamed), ("12.2", _attention_from_torch), ("12.3", _logsumexp_in_float64)],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+def test_cases_cover_the_hard_inputs() -> None:
+    # 12.1: scores large enough that exp(x) overflows; 12.2: T > S causal (queries with no key), T < S,
+    # tiles that do not divide the lengths, odd head counts; 12.3: a row with m = -inf and l = 0.
+    online = grading.make_cases(EXERCISES["12.1"], 0)
+    assert any(bool(torch.isinf(torch.exp(c.args[0])).any()) for c in online)
+    tiled = grading.make_cases(EXERCISES["12.2"], 0)
+    shapes = [(c.args[0].shape, c.args[1].shape[-2], c.kwargs) for c in tiled]
+    assert any(kw.get("is_causal") and q[-2] > S for q, S, kw in shapes)
+    assert any(kw.get("is_causal") and q[-2] < S for q, S, kw in shapes)
+    assert any(q[-2] % kw["block_q"] and S % kw["block_k"] for q, S, kw in shapes)
+    assert any(q[1] % 2 == 1 and q[1] > 1 for q, _, _ in shapes)
+    lse = grading.make_cases(EXERCISES["12.3"], 0)
+    assert any(bool((c.args[1] == 0).any() & torch.isneginf(c.args[0]).any()) for c in lse)
+
+
+def test_fully_masked_queries_must_be_zeros_not_nan() -> None:
+    def nan_rows(q, k, v, is_causal=False, block_q=16, block_k=16):
+        T, S = q.shape[-2], k.shape[-2]
+        visible = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T) if is_causal else None
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if visible is not None:
+            scores = scores.masked_fill(~visible, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v  # NaN where a row sees no key
+
+    result = check("12.2", nan_rows)
+    assert result.status is Status.FAIL and "NaN" in result.message and "no key" in result.hint
+
+
+def test_a_per_block_softmax_written_differently_is_still_recognised() -> None:
+    # Normalising each block on its own, without the known variant's NaN guard: the values-all-one case
+    # (every right output row is 1) shows the sum over blocks, and the diagnosis names the mistake.
+    def per_block(q, k, v, is_causal=False, block_q=16, block_k=16):
+        T, S = q.shape[-2], k.shape[-2]
+        out = torch.zeros(*q.shape[:-1], v.shape[-1])
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if is_causal:
+            scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), float("-inf"))
+        for k_start in range(0, S, block_k):
+            block = slice(k_start, k_start + block_k)
+            out = out + torch.softmax(scores[..., block], dim=-1) @ v[..., block, :]
+        return out
+
+    result = check("12.2", per_block)
+    assert result.status is Status.FAIL and result.hint == flash_checks.PER_BLOCK, result
+
+
+def test_upside_down_rescale_is_nan_from_the_first_block() -> None:
+    result = check("12.1", EXERCISES["12.1"].mistakes[1].fn)
+    assert "NaN" in result.message
