@@ -9,6 +9,7 @@ from attn_edu.checks import (
     attention,  # noqa: F401  (exercises 02.*)
     efficient,  # noqa: F401  (exercises 11.*)
     flash,  # noqa: F401  (exercises 12.*)
+    interp,  # noqa: F401  (exercises 13.*)
     kv_cache,  # noqa: F401  (exercises 10.*)
     masks,  # noqa: F401  (exercises 04.*)
     multihead,  # noqa: F401  (exercises 05.*)

@@ -1,0 +1,404 @@
+"""Checks for notebook 13's exercises: two head scores, a head ablation, and a pruning schedule.
+
+The references are :func:`attn_edu.interp.previous_token_score`, :func:`attn_edu.interp.induction_score`,
+:func:`attn_edu.interp.gate_heads` (a head's output zeroed before ``W^O``, what
+:func:`~attn_edu.interp.head_ablation` does) and, for the pruning schedule, a stable sort of the
+importance scores written out below. Cases use causal attention patterns from
+:func:`attn_edu.attention.attention_weights`, some with planted previous-token or induction stripes,
+odd head counts, sizes that are not powers of two and, for the previous-token score, a KV cache
+(``S > T``). The known-wrong versions are the slips these ideas invite: the diagonal instead of the
+sub-diagonal, the repeated token instead of the one after it, a head's channels taken with the wrong
+stride, the most important heads pruned first.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_edu import interp
+from attn_edu.attention import attention_weights
+from attn_edu.grading import Case, Exercise, Mistake, register
+from attn_edu.masks import causal_mask
+from attn_edu.multihead import MultiHeadAttention, merge_heads
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention patterns to score
+
+
+def _causal_pattern(
+    g: torch.Generator, B: int, H: int, T: int, S: int, sharpness: float = 2.0
+) -> torch.Tensor:
+    """Random causal (bottom-right) attention weights ``(B, H, T, S)``."""
+    q = sharpness * torch.randn(B, H, T, 8, generator=g)  # (B, H, T, D)
+    k = torch.randn(B, H, S, 8, generator=g)  # (B, H, S, D)
+    return attention_weights(q, k, causal_mask(T, S))  # (B, H, T, S)
+
+
+def _plant(weights: torch.Tensor, head: int, distance: int, strength: float = 0.8) -> torch.Tensor:
+    """Move ``strength`` of head ``head``'s weight onto the key ``distance`` tokens back, where it exists."""
+    B, H, T, S = weights.shape
+    out = weights.clone()
+    stripe = torch.zeros(T, S)  # (T, S)
+    for t in range(T):
+        s = S - T + t - distance  # query t sits at absolute position S - T + t
+        if 0 <= s:
+            stripe[t, s] = 1.0
+    has = stripe.sum(dim=-1, keepdim=True) > 0  # (T, 1) queries that have such a key
+    out[:, head] = torch.where(has, (1 - strength) * weights[:, head] + strength * stripe, weights[:, head])
+    return out  # (B, H, T, S), rows still sum to 1
+
+
+def _diagonal_mean(weights: torch.Tensor, offset: int, *, shift: int | None = None) -> torch.Tensor:
+    T, S = weights.shape[-2:]
+    shift = S - T if shift is None else shift
+    return weights.diagonal(offset=shift - offset, dim1=-2, dim2=-1).mean(dim=(0, 2))  # (H,)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 13.1 previous-token score
+
+
+def _previous_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_plant(_causal_pattern(g, 2, 3, 7, 7), 1, 1),)),
+        Case((_plant(_causal_pattern(g, 1, 5, 6, 11), 3, 1, 0.9),)),  # a KV cache: 5 earlier keys
+        Case((_causal_pattern(g, 3, 1, 9, 9, sharpness=4.0),)),
+        Case((_plant(_causal_pattern(g, 2, 3, 5, 8), 0, 1),)),  # T != S again, an odd head count
+        Case((_plant(_causal_pattern(g, 1, 7, 12, 12), 6, 1, 0.6),)),
+    ]
+
+
+def _sum_over_queries(weights: torch.Tensor) -> torch.Tensor:
+    T, S = weights.shape[-2:]
+    return weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).sum(dim=-1).mean(dim=0)  # (H,)
+
+
+def _over_all_queries(weights: torch.Tensor) -> torch.Tensor:
+    T, S = weights.shape[-2:]
+    return weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).sum(dim=-1).mean(dim=0) / T  # (H,)
+
+
+PREVIOUS = register(
+    Exercise(
+        exercise_id="13.1",
+        title="the previous-token score of every head: mean weight on key t - 1",
+        function_name="previous_token_score",
+        arg_names=("weights",),
+        reference=lambda weights: interp.previous_token_score(weights),
+        make_cases=_previous_cases,
+        mistakes=(
+            Mistake(
+                lambda weights: _diagonal_mean(weights, 0),
+                "this is the weight on the query's own token (the diagonal); the previous token is one "
+                "key further left, the sub-diagonal: key position - 1.",
+            ),
+            Mistake(
+                lambda weights: _diagonal_mean(weights, 1, shift=0),
+                "the diagonal is aligned top-left: with S > T keys (a cache) query t sits at position "
+                "S - T + t, so its previous token is key S - T + t - 1 (diagonal offset S - T - 1).",
+            ),
+            Mistake(
+                _over_all_queries,
+                "the mean counts a query that has no previous token (the first one, when T == S): "
+                "average only over the queries that have a key one position back.",
+            ),
+            Mistake(
+                _sum_over_queries,
+                "the weights are summed over the queries, not averaged: a score is a mean weight, "
+                "between 0 and 1.",
+            ),
+        ),
+        hints=(
+            "query t sits at absolute position S - T + t; its previous token is the key one position earlier.",
+            "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1) collects those weights, one per query "
+            "that has a previous token.",
+            "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 13.2 induction score
+
+
+def _induction_cases(g: torch.Generator) -> list[Case]:
+    def pattern(B: int, H: int, T: int, period: int, heads: tuple[int, ...]) -> torch.Tensor:
+        w = _causal_pattern(g, B, H, T, T)
+        for h in heads:
+            w = _plant(w, h, period - 1, 0.7)  # an induction stripe: key t - period + 1
+        return w
+
+    return [
+        Case((pattern(2, 3, 13, 5, (1,)), 5)),
+        Case((pattern(1, 5, 16, 8, (0, 4)), 8)),  # two exact copies of 8 tokens
+        Case((pattern(3, 1, 11, 4, ()), 4)),
+        Case((pattern(2, 3, 20, 7, (2,)), 7)),
+        Case((pattern(1, 4, 9, 2, (3,)), 2)),
+    ]
+
+
+def _induction_at(weights: torch.Tensor, period: int, distance: int, first_query: int) -> torch.Tensor:
+    return (
+        weights[..., first_query:, :]
+        .diagonal(offset=first_query - distance, dim1=-2, dim2=-1)
+        .mean(dim=(0, 2))
+    )
+
+
+def _induction_over_all_queries(weights: torch.Tensor, period: int) -> torch.Tensor:
+    T = weights.shape[-1]
+    diagonal = weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)[..., 1:]  # queries t >= period
+    return diagonal.sum(dim=-1).mean(dim=0) / T  # (H,)
+
+
+INDUCTION = register(
+    Exercise(
+        exercise_id="13.2",
+        title="the induction score of every head: mean weight on key t - period + 1 for t >= period",
+        function_name="induction_score",
+        arg_names=("weights", "period"),
+        reference=lambda weights, period: interp.induction_score(weights, period),
+        make_cases=_induction_cases,
+        mistakes=(
+            Mistake(
+                lambda weights, period: _induction_at(weights, period, period, period),
+                "off by one: this is the weight on the previous occurrence of the current token (key "
+                "t - period), a duplicate-token pattern. An induction head attends to the token *after* "
+                "it, key t - period + 1, because that is the token to predict next.",
+            ),
+            Mistake(
+                lambda weights, period: _induction_at(weights, period, period - 1, period - 1),
+                "the mean includes query period - 1, the last token of the first copy: nothing has "
+                "repeated yet there. Count the queries t >= period only.",
+            ),
+            Mistake(
+                _induction_over_all_queries,
+                "the sum is divided by all T queries; the score is the mean over the queries that can "
+                "repeat, t >= period (T - period of them).",
+            ),
+            Mistake(
+                lambda weights, period: _induction_at(weights, period, period - 2, period),
+                "off by one the other way: key t - period + 2 is two tokens after the previous "
+                "occurrence; the induction target is key t - period + 1.",
+            ),
+        ),
+        hints=(
+            "in x_1 .. x_P x_1 .. x_P, query t (t >= P) holds the same token as position t - P; the "
+            "token that followed it sits at t - P + 1.",
+            "slice the queries t >= period first, weights[..., period:, :]; in that slice the target "
+            "key sits period - 1 positions left of the original diagonal.",
+            "weights[..., period:, :].diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 13.3 ablate one head
+
+
+def _ablation_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, H: int, T: int, D: int, head: int) -> Case:
+        C = H * D
+        heads = torch.randn(B, H, T, D, generator=g)  # (B, H, T, D)
+        weight = torch.randn(C, C, generator=g) / C**0.5  # (C, H·D): W^O
+        bias = torch.randn(C, generator=g)  # (C,)
+        return Case((heads, weight, bias, head))
+
+    return [
+        case(2, 3, 5, 4, 1),
+        case(1, 5, 7, 2, 4),
+        case(3, 4, 6, 3, 0),
+        case(2, 7, 3, 5, 2),
+        case(1, 3, 9, 6, 2),
+    ]
+
+
+def _ablation_reference(
+    head_outputs: torch.Tensor, out_weight: torch.Tensor, out_bias: torch.Tensor, head: int
+) -> torch.Tensor:
+    B, H, T, D = head_outputs.shape
+    attn = MultiHeadAttention(H * D, H)
+    gate = torch.ones(H)
+    gate[head] = 0.0
+    with torch.no_grad():
+        attn.out_proj.weight.copy_(out_weight)
+        attn.out_proj.bias.copy_(out_bias)
+        with interp.gate_heads(attn, gate):
+            return attn.out_proj(merge_heads(head_outputs))  # (B, T, C)
+
+
+def _zero_channels(
+    merged: torch.Tensor, out_weight: torch.Tensor, out_bias: torch.Tensor | None, keep: torch.Tensor
+) -> torch.Tensor:
+    out = (merged * keep) @ out_weight.T  # (B, T, C)
+    return out if out_bias is None else out + out_bias
+
+
+def _block_keep(H: int, D: int, head: int) -> torch.Tensor:
+    keep = torch.ones(H, D)
+    keep[head] = 0.0
+    return keep.flatten()  # (H·D,) head h owns channels h·D .. (h+1)·D - 1
+
+
+def _strided(heads: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, head: int) -> torch.Tensor:
+    B, H, T, D = heads.shape
+    keep = torch.ones(H * D)
+    keep[head::H] = 0.0  # every H-th channel: the wrong layout
+    return _zero_channels(merge_heads(heads), weight, bias, keep)
+
+
+def _no_transpose(heads: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, head: int) -> torch.Tensor:
+    B, H, T, D = heads.shape
+    merged = heads.reshape(B, T, H * D)  # (B, T, H·D) without moving the heads next to D: scrambled
+    return _zero_channels(merged, weight, bias, _block_keep(H, D, head))
+
+
+def _without_bias(heads: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, head: int) -> torch.Tensor:
+    B, H, T, D = heads.shape
+    return _zero_channels(merge_heads(heads), weight, None, _block_keep(H, D, head))
+
+
+def _rescaled(heads: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, head: int) -> torch.Tensor:
+    B, H, T, D = heads.shape
+    keep = _block_keep(H, D, head) * H / (H - 1) if H > 1 else _block_keep(H, D, head)
+    return _zero_channels(merge_heads(heads), weight, bias, keep)
+
+
+def _after_projection(
+    heads: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, head: int
+) -> torch.Tensor:
+    B, H, T, D = heads.shape
+    out = merge_heads(heads) @ weight.T + bias  # (B, T, C)
+    return out * _block_keep(H, D, head)  # zeroes output channels, after the heads were mixed
+
+
+ABLATION = register(
+    Exercise(
+        exercise_id="13.3",
+        title="the attention block's output with one head's output zeroed before W^O",
+        function_name="ablate_head",
+        arg_names=("head_outputs", "out_weight", "out_bias", "head"),
+        reference=_ablation_reference,
+        make_cases=_ablation_cases,
+        mistakes=(
+            Mistake(
+                _strided,
+                "the wrong channels were zeroed: after merging, head h owns the D consecutive channels "
+                "h*D .. (h+1)*D - 1, not every H-th channel.",
+            ),
+            Mistake(
+                _no_transpose,
+                "the heads were merged with a plain reshape of (B, H, T, D): that mixes positions and "
+                "heads. Move the heads next to D first: transpose(1, 2), then reshape to (B, T, H*D).",
+            ),
+            Mistake(
+                _after_projection,
+                "the channels were zeroed after W^O: by then every output channel mixes all heads. "
+                "Zero the head's slice of the concatenated heads, then apply W^O.",
+            ),
+            Mistake(
+                _without_bias,
+                "the bias of W^O is missing: ablation removes one head's contribution, not the "
+                "projection's bias (it does not belong to any head).",
+            ),
+            Mistake(
+                _rescaled,
+                "the remaining heads were scaled by H/(H-1) as in dropout; ablation leaves them as they are.",
+            ),
+        ),
+        hints=(
+            "merge the heads into (B, T, H*D) the way multi-head attention does, zero head `head`'s "
+            "slice, then apply out = merged @ out_weight.T + out_bias.",
+            "merged = head_outputs.transpose(1, 2).reshape(B, T, H * D); head h is merged[..., h*D:(h+1)*D].",
+            "clone merged, set merged[..., head * D:(head + 1) * D] = 0, return merged @ out_weight.T + out_bias",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 13.4 pruning schedule
+
+
+def _pruning_cases(g: torch.Generator) -> list[Case]:
+    tied = torch.randn(3, 5, generator=g)
+    tied[0, 3] = tied[2, 1] = tied[1, 0] = 0.0  # three heads that do nothing: a tie
+    tied[1, 4] = tied[0, 2]  # and one more tie, across layers
+    signed = torch.randn(4, 3, generator=g)
+    signed[2, 2] = -2.5  # a head whose removal helps: it goes first
+    return [
+        Case((torch.rand(2, 4, generator=g),)),
+        Case((tied,)),
+        Case((signed,)),
+        Case((torch.randn(1, 7, generator=g),)),
+        Case((torch.tensor([[0.5, 0.0, 0.5], [0.0, 0.5, 0.0]]),)),  # ties only
+    ]
+
+
+def _masks_in_order(importance: torch.Tensor, order: torch.Tensor, *, first_row: bool = True) -> torch.Tensor:
+    L, H = importance.shape
+    masks = torch.ones(L * H + 1, L * H)  # (L·H + 1, L·H): row k has k heads removed
+    for k in range(1, L * H + 1):
+        masks[k:, order[k - 1]] = 0.0
+    masks = masks.reshape(L * H + 1, L, H)  # (L·H + 1, L, H)
+    return masks if first_row else masks[1:]
+
+
+def _pruning_reference(importance: torch.Tensor) -> torch.Tensor:
+    # The least important head first; ties keep (layer, head) order, so the schedule is reproducible.
+    order = torch.argsort(importance.flatten(), stable=True)  # (L·H,) flat index = layer·H + head
+    return _masks_in_order(importance, order)
+
+
+def _column_major(importance: torch.Tensor) -> torch.Tensor:
+    L, H = importance.shape
+    by_head = torch.argsort(importance.T.flatten(), stable=True)  # flat index = head·L + layer
+    return _masks_in_order(importance, (by_head % L) * H + by_head // L)
+
+
+PRUNING = register(
+    Exercise(
+        exercise_id="13.4",
+        title="head masks that remove heads one by one, least important first",
+        function_name="pruning_masks",
+        arg_names=("importance",),
+        reference=_pruning_reference,
+        make_cases=_pruning_cases,
+        mistakes=(
+            Mistake(
+                lambda importance: _masks_in_order(
+                    importance, torch.argsort(-importance.flatten(), stable=True)
+                ),
+                "the most important heads are removed first; a pruning schedule removes the head whose "
+                "loss (importance) is smallest first: sort in increasing order.",
+            ),
+            Mistake(
+                lambda importance: _masks_in_order(
+                    importance, torch.argsort(importance.abs().flatten(), stable=True)
+                ),
+                "the order uses |importance|: a negative importance means the model does better without "
+                "that head, so it should go first, not after the heads near zero.",
+            ),
+            Mistake(
+                lambda importance: _pruning_reference(importance)[1:],
+                "the first mask (no head removed, all ones) is missing: the schedule has L*H + 1 rows, "
+                "from the full model to no heads at all.",
+            ),
+            Mistake(
+                _column_major,
+                "ties are broken head by head across layers; keep the (layer, head) order of "
+                "importance.flatten() with a stable sort: torch.argsort(..., stable=True).",
+            ),
+        ),
+        hints=(
+            "order the L*H heads by importance, smallest first (flatten the (L, H) table), then switch "
+            "them off one at a time.",
+            "order = torch.argsort(importance.flatten(), stable=True); row k of the answer has the "
+            "first k heads of that order set to 0.",
+            "masks = torch.ones(L*H + 1, L*H); for k in 1..L*H set masks[k:, order[k-1]] = 0; "
+            "return masks.reshape(L*H + 1, L, H)",
+        ),
+    )
+)

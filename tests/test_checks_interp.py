@@ -1,0 +1,106 @@
+"""Checks of notebook 13 (`attn_edu.checks.interp`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_edu import grading
+from attn_edu.grading import Status, check
+
+IDS = ("13.1", "13.2", "13.3", "13.4")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+
+
+# Independent correct versions: plain loops over queries, heads and channels.
+
+
+def _previous_by_loop(weights):
+    B, H, T, S = weights.shape
+    out = torch.zeros(H)
+    for h in range(H):
+        picked = [weights[b, h, t, S - T + t - 1] for b in range(B) for t in range(T) if S - T + t - 1 >= 0]
+        out[h] = torch.stack(picked).mean()
+    return out
+
+
+def _induction_by_loop(weights, period):
+    B, H, T, _ = weights.shape
+    out = torch.zeros(H)
+    for h in range(H):
+        out[h] = torch.stack(
+            [weights[b, h, t, t - period + 1] for b in range(B) for t in range(period, T)]
+        ).mean()
+    return out
+
+
+def _ablate_by_loop(head_outputs, out_weight, out_bias, head):
+    B, H, T, D = head_outputs.shape
+    out = out_bias.expand(B, T, -1).clone()  # (B, T, C)
+    for h in range(H):
+        if h != head:  # each head's output goes through its own D columns of W^O
+            out += head_outputs[:, h] @ out_weight[:, h * D : (h + 1) * D].T
+    return out
+
+
+def _pruning_by_loop(importance):
+    L, H = importance.shape
+    ranked = sorted((float(importance[i, j]), i, j) for i in range(L) for j in range(H))
+    masks = [torch.ones(L, H)]
+    for _, i, j in ranked:
+        mask = masks[-1].clone()
+        mask[i, j] = 0.0
+        masks.append(mask)
+    return torch.stack(masks)
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [
+        ("13.1", _previous_by_loop),
+        ("13.2", _induction_by_loop),
+        ("13.3", _ablate_by_loop),
+        ("13.4", _pruning_by_loop),
+    ],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+def test_cases_cover_a_kv_cache_odd_heads_and_ties() -> None:
+    cases = grading.make_cases(EXERCISES["13.1"], 0)
+    shapes = [tuple(c.args[0].shape) for c in cases]
+    assert any(T != S for *_, T, S in shapes) and any(H % 2 == 1 and H > 1 for _, H, _, _ in shapes)
+    for case in cases:  # the inputs are causal attention patterns: rows sum to 1, nothing above the diagonal
+        w = case.args[0]
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+    importance = [c.args[0] for c in grading.make_cases(EXERCISES["13.4"], 0)]
+    assert any(len(set(i.flatten().tolist())) < i.numel() for i in importance)
+
+
+def test_the_ablation_reference_matches_the_model_path() -> None:
+    # 13.3's reference is what head_ablation does inside a real MultiHeadAttention.
+    from attn_edu.interp import head_ablation
+    from attn_edu.multihead import MultiHeadAttention, split_heads
+
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(15, 5)
+    x = torch.randn(2, 6, 15)
+
+    def heads_of(module):  # the per-head outputs (B, H, T, D) that reach W^O
+        captured = {}
+        handle = module.out_proj.register_forward_pre_hook(lambda m, args: captured.setdefault("x", args[0]))
+        module(x, is_causal=True)
+        handle.remove()
+        return split_heads(captured["x"], 5)
+
+    with torch.no_grad(), head_ablation(torch.nn.Sequential(attn), [(0, 3)]):
+        expected = attn(x, is_causal=True)
+    got = EXERCISES["13.3"].reference(heads_of(attn), attn.out_proj.weight, attn.out_proj.bias, 3)
+    torch.testing.assert_close(got, expected)
+
+
+def test_a_bool_schedule_gets_a_dtype_message() -> None:
+    result = check("13.4", lambda importance: EXERCISES["13.4"].reference(importance).bool())
+    assert result.status is Status.FAIL and "dtype" in result.message
