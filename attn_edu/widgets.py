@@ -1077,12 +1077,14 @@ def _norm_view(x: torch.Tensor, *, shift: float, scale: float, padding: int) -> 
         batch = torch.cat([batch, batch.new_zeros(B, padding, C)], dim=1)  # (B, T + padding, C) zero pads
     before, after = _normalised_token(x), _normalised_token(batch)
     change = {name: float((after[name] - before[name]).abs().max()) for name in after}
-    figure, axes = plt.subplots(1, 3, figsize=(12, 3.3), layout="constrained", sharey=True)
+    figure, axes = plt.subplots(1, 3, figsize=(9.5, 2.8), layout="constrained", sharey=True)
     for ax, name in zip(axes, after):
         viz.plot_curves(range(C), {"batch as it was": before[name], "batch now": after[name]},
-                        xlabel="channel", ylabel="normalised value", title=f"{name}: moved by {change[name]:.2f}",
+                        xlabel="channel", ylabel="token (0, 0), normalised", title=f"{name}: moved by {change[name]:.2f}",
                         ax=ax)  # fmt: skip
-    figure.suptitle("One token (sequence 0, position 0) under three norms; only the rest of the batch moves")
+    for ax in axes[1:]:
+        ax.get_legend().remove()  # one legend and one y label are enough (a smaller picture redraws faster)
+        ax.set_ylabel("")
     return {"batch": batch, "before": before, "after": after, "change": change}, figure
 
 

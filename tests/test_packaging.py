@@ -114,3 +114,18 @@ def _stop(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def test_readme_map_matches_the_files() -> None:
+    """Every course notebook has a row; every linked notebook and named module exists."""
+    readme = (ROOT / "README.md").read_text()
+    rows = [ln for ln in readme.splitlines() if re.match(r"^\| \d\d \|", ln)]
+    listed = {re.search(r"\((course/[^)]+\.ipynb)\)", r).group(1) for r in rows}
+    assert listed == {f"course/{p.name}" for p in (ROOT / "course").glob("*.ipynb")}
+    for row in rows:
+        for link in re.findall(r"\]\(((?:course|exercises)/[^)]+\.ipynb)\)", row):
+            assert (ROOT / link).is_file(), f"README links a missing notebook: {link}"
+        modules_cell = row.split("|")[4]
+        for module in re.findall(r"`([\w.]+)`", modules_cell):
+            path = ROOT / "attn_edu" / module.replace(".", "/")
+            assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), module

@@ -7,6 +7,7 @@ exercises adds a module here (``attn_edu/checks/<concept>.py``) and imports it b
 from attn_edu.checks import (
     architectures,  # noqa: F401  (exercises 09.*)
     attention,  # noqa: F401  (exercises 02.*)
+    blocks,  # noqa: F401  (exercises 08.*)
     efficient,  # noqa: F401  (exercises 11.*)
     flash,  # noqa: F401  (exercises 12.*)
     interp,  # noqa: F401  (exercises 13.*)

@@ -1,0 +1,415 @@
+"""Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN.
+
+Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
+counts, inputs with a mean and a scale far from 0 and 1) and compares it with :mod:`attn_edu.blocks`.
+The known-wrong versions below are the slips learners make most often (the norm on the wrong side of the
+residual, the mean left in, the gate and the up projection swapped), so a check can name the one it sees.
+
+The block exercises need sub-layers, and the grading command can only send tensors and numbers to a
+learner's function. So those functions receive ``num_heads`` and a ``seed`` and rebuild the same
+sub-layers with :func:`toy_sublayers`, exactly as the reference does.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_positive_int
+from attn_edu.blocks import FeedForward, PostNormEncoderBlock, PreNormEncoderBlock, RMSNorm, SwiGLUFeedForward
+from attn_edu.grading import Case, Exercise, Mistake, register
+from attn_edu.multihead import MultiHeadAttention
+
+# ---------------------------------------------------------------------------------------------------------
+# 08.1 RMSNorm
+
+
+def _rms_cases(g: torch.Generator) -> list[Case]:
+    def rand(*shape: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
+        return scale * torch.randn(*shape, generator=g) + offset
+
+    def gain(C: int) -> torch.Tensor:
+        return 1.0 + 0.5 * torch.randn(C, generator=g)  # not all ones: a forgotten gain shows
+
+    with_zero_token = rand(2, 5, 6)
+    with_zero_token[1, 2] = 0.0  # a token of zeros: mean(x²) = 0, only eps keeps it finite
+    return [
+        Case((rand(2, 5, 12, scale=2.0, offset=1.0), gain(12), 1e-6)),  # a mean far from 0: not LayerNorm
+        Case((rand(3, 7, 9, offset=-0.5), gain(9), 1e-5)),
+        Case((rand(4, 10, scale=0.1), gain(10), 1e-2)),  # (T, C); eps comparable to mean(x²)
+        Case((rand(1, 6, 3, 20, scale=1e-3), gain(20), 1e-6)),  # tiny values: eps matters
+        Case((with_zero_token, gain(6), 1e-6)),
+    ]
+
+
+def _rms_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    norm = RMSNorm(x.shape[-1], eps=eps)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+    return norm(x).detach()  # (..., C)
+
+
+def _mean_square(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return x.pow(2).mean(dim=dim, keepdim=True)
+
+
+RMS_NORM = register(
+    Exercise(
+        exercise_id="08.1",
+        title="RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last dim",
+        function_name="rms_norm",
+        arg_names=("x", "weight", "eps"),
+        reference=_rms_reference,
+        make_cases=_rms_cases,
+        mistakes=(
+            Mistake(
+                lambda x, w, eps: (
+                    (x - x.mean(-1, keepdim=True))
+                    / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+                    * w
+                ),
+                "the mean is subtracted: that is LayerNorm (without a bias). RMSNorm divides x itself by "
+                "its root mean square, with no centring.",
+            ),
+            Mistake(
+                lambda x, w, eps: x / torch.sqrt(_mean_square(x) + eps),
+                "the gain is missing: multiply the normalised x by weight (one number per channel).",
+            ),
+            Mistake(
+                lambda x, w, eps: x / torch.sqrt(_mean_square(x)) * w,
+                "eps is missing: a token whose values are all (nearly) 0 divides by (nearly) 0. "
+                "Add eps inside the square root: sqrt(mean(x²) + eps).",
+            ),
+            Mistake(
+                lambda x, w, eps: x / (torch.sqrt(_mean_square(x)) + eps) * w,
+                "eps is added outside the square root; RMSNorm adds it to the mean square: "
+                "sqrt(mean(x²) + eps).",
+            ),
+            Mistake(
+                lambda x, w, eps: x / (_mean_square(x) + eps) * w,
+                "the square root is missing: divide by the root mean square sqrt(mean(x²) + eps), not "
+                "by the mean square.",
+            ),
+            Mistake(
+                lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=-2) + eps) * w,
+                "the mean runs over the tokens (dim=-2); each token is normalised over its own channels: "
+                "mean over dim=-1 with keepdim=True.",
+            ),
+            Mistake(
+                lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=0) + eps) * w,
+                "the mean runs over dim 0 (across the batch, like BatchNorm); each token is normalised "
+                "over its own channels: mean over dim=-1 with keepdim=True.",
+            ),
+        ),
+        hints=(
+            "one statistic per token: the mean of x² over the last dim (keepdim=True, so it broadcasts).",
+            "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps); no mean is subtracted.",
+            "return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sub-layers for the block exercises
+
+
+class Sublayers(NamedTuple):
+    """The four parts a block is assembled from (unpack as ``attn, ffn, attn_norm, ffn_norm``)."""
+
+    attn: MultiHeadAttention  # self-attention, called as attn(x)
+    ffn: FeedForward  # position-wise FFN, called as ffn(x)
+    attn_norm: nn.LayerNorm  # the norm that belongs to the attention sub-layer
+    ffn_norm: nn.LayerNorm  # the norm that belongs to the FFN sub-layer
+
+
+def toy_sublayers(dim: int, num_heads: int, seed: int) -> Sublayers:
+    """Small, seeded sub-layers for one block: multi-head attention, a GELU FFN and two LayerNorms.
+
+    The same ``(dim, num_heads, seed)`` always gives the same weights, in any process. The norms get
+    random gains and biases (not PyTorch's 1 and 0), different for the two norms, so a norm used in the
+    wrong place changes the output. The caller's random state is left as it was.
+
+    Example:
+        >>> attn, ffn, attn_norm, ffn_norm = toy_sublayers(12, 3, seed=0)
+        >>> x = torch.randn(2, 5, 12)
+        >>> (x + attn(attn_norm(x))).shape
+        torch.Size([2, 5, 12])
+        >>> torch.equal(toy_sublayers(12, 3, seed=0).ffn_norm.bias, ffn_norm.bias)
+        True
+    """
+    check_positive_int("dim", dim)
+    check_positive_int("num_heads", num_heads)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        attn = MultiHeadAttention(dim, num_heads)
+        ffn = FeedForward(dim, 3 * dim, activation="gelu")
+        norms = [nn.LayerNorm(dim), nn.LayerNorm(dim)]
+        with torch.no_grad():
+            for norm in norms:
+                norm.weight.copy_(1.0 + 0.5 * torch.randn(dim))
+                norm.bias.copy_(0.5 * torch.randn(dim))
+    return Sublayers(attn, ffn, *norms)
+
+
+def _block_cases(g: torch.Generator) -> list[Case]:
+    def x(B: int, T: int, C: int) -> torch.Tensor:
+        return 2.0 * torch.randn(B, T, C, generator=g) + 0.5  # not zero-mean, not unit-scale
+
+    def seed() -> int:
+        return int(torch.randint(0, 10_000, (1,), generator=g))
+
+    return [
+        Case((x(2, 5, 12), 3, seed())),  # D = 4
+        Case((x(1, 7, 15), 5, seed())),  # D = 3
+        Case((x(3, 4, 21), 7, seed())),  # D = 3
+        Case((x(2, 6, 10), 1, seed())),  # one head
+        Case((x(1, 9, 18), 3, seed())),
+    ]
+
+
+def _parts(x: torch.Tensor, num_heads: int, seed: int) -> Sublayers:
+    return toy_sublayers(x.shape[-1], num_heads, seed)
+
+
+def _pre_norm_reference(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    return PreNormEncoderBlock(*_parts(x, num_heads, seed))(x).detach()  # (B, T, C)
+
+
+def _post_norm_reference(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    return PostNormEncoderBlock(*_parts(x, num_heads, seed))(x).detach()  # (B, T, C)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 08.2 a pre-norm block
+
+
+def _pre_normalised_skip(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    h = attn_norm(x)
+    x = h + attn(h)  # the skip carries the normalised x
+    h = ffn_norm(x)
+    return (h + ffn(h)).detach()
+
+
+def _pre_swapped_norms(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    x = x + attn(ffn_norm(x))
+    return (x + ffn(attn_norm(x))).detach()
+
+
+def _pre_no_residual(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    return ffn(ffn_norm(attn(attn_norm(x)))).detach()
+
+
+def _pre_parallel(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    return (x + attn(attn_norm(x)) + ffn(ffn_norm(x))).detach()
+
+
+PRE_NORM_BLOCK = register(
+    Exercise(
+        exercise_id="08.2",
+        title="a pre-norm block: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))",
+        function_name="pre_norm_block",
+        arg_names=("x", "num_heads", "seed"),
+        reference=_pre_norm_reference,
+        make_cases=_block_cases,
+        mistakes=(
+            Mistake(
+                _post_norm_reference,
+                "the norm comes after the residual sum: that is post-norm, norm(x + attn(x)). Pre-norm "
+                "normalises only the sub-layer's input and adds its output to the raw x: "
+                "x + attn(attn_norm(x)).",
+            ),
+            Mistake(
+                _pre_normalised_skip,
+                "the skip connection carries the normalised x (h + attn(h) with h = attn_norm(x)); it "
+                "must carry x itself: x + attn(attn_norm(x)). Only the sub-layer sees the norm.",
+            ),
+            Mistake(
+                _pre_swapped_norms,
+                "the norms are swapped: attn_norm belongs in front of attention, ffn_norm in front of "
+                "the FFN.",
+            ),
+            Mistake(
+                _pre_no_residual,
+                "there are no residual additions: each sub-layer's output must be added to its input, "
+                "x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)).",
+            ),
+            Mistake(
+                _pre_parallel,
+                "attention and the FFN both read the block's input (a 'parallel' block, as in GPT-J); "
+                "here the FFN reads the stream *after* attention was added: update x first.",
+            ),
+        ),
+        hints=(
+            "two residual steps in a row; in each, only the sub-layer's input is normalised.",
+            "x = x + attn(attn_norm(x)) first; the FFN step then reads this new x.",
+            "x = x + attn(attn_norm(x)); return x + ffn(ffn_norm(x)).",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 08.3 a post-norm block
+
+
+def _post_norm_inside(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    x = x + attn_norm(attn(x))  # the norm before the residual sum
+    return (x + ffn_norm(ffn(x))).detach()
+
+
+def _post_no_last_norm(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    x = attn_norm(x + attn(x))
+    return (x + ffn(x)).detach()
+
+
+def _post_swapped_norms(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    x = ffn_norm(x + attn(x))
+    return attn_norm(x + ffn(x)).detach()
+
+
+def _post_no_residual(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
+    attn, ffn, attn_norm, ffn_norm = _parts(x, num_heads, seed)
+    return ffn_norm(ffn(attn_norm(attn(x)))).detach()
+
+
+POST_NORM_BLOCK = register(
+    Exercise(
+        exercise_id="08.3",
+        title="a post-norm block: attn_norm(x + attn(x)), then ffn_norm(x + ffn(x))",
+        function_name="post_norm_block",
+        arg_names=("x", "num_heads", "seed"),
+        reference=_post_norm_reference,
+        make_cases=_block_cases,
+        mistakes=(
+            Mistake(
+                _pre_norm_reference,
+                "that is pre-norm, x + attn(attn_norm(x)). Post-norm runs the sub-layer on x as it is "
+                "and normalises the sum: attn_norm(x + attn(x)).",
+            ),
+            Mistake(
+                _post_norm_inside,
+                "the norm is applied to the sub-layer's output before the residual, x + norm(attn(x)); "
+                "post-norm normalises after the addition: attn_norm(x + attn(x)).",
+            ),
+            Mistake(
+                _post_no_last_norm,
+                "the second sum is not normalised: the block must end with ffn_norm(x + ffn(x)), so "
+                "its output is a LayerNorm output.",
+            ),
+            Mistake(
+                _post_swapped_norms,
+                "the norms are swapped: attn_norm normalises the sum after attention, ffn_norm the sum "
+                "after the FFN.",
+            ),
+            Mistake(
+                _post_no_residual,
+                "there are no residual additions: normalise x + attn(x), not attn(x) alone (and the same "
+                "for the FFN).",
+            ),
+        ),
+        hints=(
+            "two steps; in each, add the sub-layer's output to its input, then normalise the sum.",
+            "x = attn_norm(x + attn(x)) first; the FFN step reads this x.",
+            "x = attn_norm(x + attn(x)); return ffn_norm(x + ffn(x)).",
+        ),
+    )
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 08.4 SwiGLU feed-forward network
+
+
+def _swiglu_cases(g: torch.Generator) -> list[Case]:
+    def weights(C: int, hidden: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return (
+            torch.randn(hidden, C, generator=g) / C**0.5,  # w_gate (hidden, C), nn.Linear layout
+            torch.randn(hidden, C, generator=g) / C**0.5,  # w_up (hidden, C)
+            torch.randn(C, hidden, generator=g) / hidden**0.5,  # w_down (C, hidden)
+        )
+
+    def x(*shape: int) -> torch.Tensor:
+        return 1.5 * torch.randn(*shape, generator=g)
+
+    return [
+        Case((x(2, 5, 12), *weights(12, 32))),
+        Case((x(1, 7, 9), *weights(9, 24))),  # hidden = 2/3 · 4C
+        Case((x(3, 4, 16), *weights(16, 40))),
+        Case((x(6, 10), *weights(10, 7))),  # (T, C); hidden < C
+        Case((x(2, 3, 5, 15), *weights(15, 40))),
+    ]
+
+
+def _swiglu_reference(
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+) -> torch.Tensor:
+    hidden, C = w_gate.shape
+    ffn = SwiGLUFeedForward(C, hidden)
+    with torch.no_grad():
+        ffn.gate_proj.weight.copy_(w_gate)
+        ffn.up_proj.weight.copy_(w_up)
+        ffn.down_proj.weight.copy_(w_down)
+    return ffn(x).detach()  # (..., C)
+
+
+def _glu(
+    act, x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+) -> torch.Tensor:
+    return (act(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T  # (..., C)
+
+
+SWIGLU = register(
+    Exercise(
+        exercise_id="08.4",
+        title="the SwiGLU FFN: (silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ",
+        function_name="swiglu_ffn",
+        arg_names=("x", "w_gate", "w_up", "w_down"),
+        reference=_swiglu_reference,
+        make_cases=_swiglu_cases,
+        mistakes=(
+            Mistake(
+                lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wu, wg, wd),
+                "the gate and the up projection are swapped: SiLU goes on x @ w_gate.T, and x @ w_up.T "
+                "passes through unchanged.",
+            ),
+            Mistake(
+                lambda x, wg, wu, wd: _glu(torch.sigmoid, x, wg, wu, wd),
+                "the gate uses sigmoid(z); Swish/SiLU is z · sigmoid(z) (torch.nn.functional.silu). "
+                "A plain sigmoid gate is the original GLU.",
+            ),
+            Mistake(
+                lambda x, wg, wu, wd: _glu(nn.functional.gelu, x, wg, wu, wd),
+                "the gate uses GELU (that is GEGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+            ),
+            Mistake(
+                lambda x, wg, wu, wd: _glu(torch.relu, x, wg, wu, wd),
+                "the gate uses ReLU (that is ReGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+            ),
+            Mistake(
+                lambda x, wg, wu, wd: nn.functional.silu((x @ wg.T) * (x @ wu.T)) @ wd.T,
+                "SiLU is applied to the product; apply it to the gate projection only, then multiply: "
+                "silu(x @ w_gate.T) * (x @ w_up.T).",
+            ),
+            Mistake(
+                lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wg, wg, wd),
+                "both branches use w_gate; the second branch is x @ w_up.T.",
+            ),
+        ),
+        hints=(
+            "three matrices in nn.Linear layout (out, in): project with x @ w.T. Two projections to the "
+            "hidden width, one back to C.",
+            "gate = silu(x @ w_gate.T) and up = x @ w_up.T, both (..., hidden); multiply them elementwise.",
+            "return (torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T.",
+        ),
+    )
+)

@@ -1,0 +1,93 @@
+"""Checks of notebook 08 (`attn_edu.checks.blocks`): right answers pass, stubs are not attempted, mistakes are named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu import grading
+from attn_edu.checks.blocks import toy_sublayers
+from attn_edu.grading import Status, check
+
+IDS = ("08.1", "08.2", "08.3", "08.4")
+EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+
+
+# Independent correct versions: PyTorch's own modules and plain formulas, not the references' code.
+
+
+def _rms_norm_by_torch(x, weight, eps):
+    return F.rms_norm(x, (x.shape[-1],), weight=weight, eps=eps)
+
+
+def _pre_norm_by_hand(x, num_heads, seed):
+    attn, ffn, attn_norm, ffn_norm = toy_sublayers(x.shape[-1], num_heads, seed)
+    h = F.layer_norm(x, attn_norm.normalized_shape, attn_norm.weight, attn_norm.bias, attn_norm.eps)
+    x = x + attn(h)
+    h = F.layer_norm(x, ffn_norm.normalized_shape, ffn_norm.weight, ffn_norm.bias, ffn_norm.eps)
+    return x + ffn.down_proj(F.gelu(ffn.up_proj(h)))
+
+
+def _post_norm_by_torch_mha(x, num_heads, seed):
+    # The attention sub-layer computed by torch.nn.MultiheadAttention with the same weights.
+    attn, ffn, attn_norm, ffn_norm = toy_sublayers(x.shape[-1], num_heads, seed)
+    C = x.shape[-1]
+    mha = torch.nn.MultiheadAttention(C, num_heads, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
+        mha.in_proj_bias.copy_(torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]))
+        mha.out_proj.weight.copy_(attn.out_proj.weight)
+        mha.out_proj.bias.copy_(attn.out_proj.bias)
+    x = attn_norm(x + mha(x, x, x, need_weights=False)[0])
+    return ffn_norm(x + ffn(x))
+
+
+def _swiglu_by_linear(x, w_gate, w_up, w_down):
+    gate = F.linear(x, w_gate)
+    return F.linear(gate * torch.sigmoid(gate) * F.linear(x, w_up), w_down)
+
+
+@pytest.mark.parametrize(
+    "exercise_id, fn",
+    [
+        ("08.1", _rms_norm_by_torch),
+        ("08.2", _pre_norm_by_hand),
+        ("08.3", _post_norm_by_torch_mha),
+        ("08.4", _swiglu_by_linear),
+    ],
+)
+def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
+    result = check(exercise_id, fn)
+    assert result.status is Status.PASS, result
+
+
+def test_rms_norm_without_eps_is_named_however_it_is_written() -> None:
+    result = check("08.1", lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * w)
+    assert result.status is Status.FAIL and "eps is missing" in result.hint
+    zero_token = next(c for c in grading.make_cases(EXERCISES["08.1"], 0) if (c.args[0] == 0).all(-1).any())
+    x, w, _ = zero_token.args
+    assert torch.isnan(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * w).any()  # what eps prevents
+
+
+def test_toy_sublayers_are_seeded_and_leave_the_global_rng_alone() -> None:
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a, b = toy_sublayers(12, 3, seed=5), toy_sublayers(12, 3, seed=5)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    for p, q in zip(torch.nn.ModuleList(a).parameters(), torch.nn.ModuleList(b).parameters(), strict=True):
+        assert torch.equal(p, q)
+    c = toy_sublayers(12, 3, seed=6)
+    assert not torch.equal(a.attn.q_proj.weight, c.attn.q_proj.weight)
+    assert not torch.equal(a.attn_norm.weight, a.ffn_norm.weight)  # the two norms differ
+    with pytest.raises(ValueError, match="num_heads"):
+        toy_sublayers(12, 0, seed=0)
+
+
+def test_pre_and_post_norm_references_differ_on_the_cases() -> None:
+    # The exercises only teach something if the two placements give different answers on the inputs.
+    cases = grading.make_cases(EXERCISES["08.2"], 0)
+    for case in cases:
+        pre = EXERCISES["08.2"].reference(*case.args)
+        post = EXERCISES["08.3"].reference(*case.args)
+        assert (pre - post).abs().max() > 0.1
