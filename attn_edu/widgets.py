@@ -22,7 +22,6 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 from IPython import get_ipython
-from IPython.display import display
 from matplotlib.figure import Figure
 
 from attn_edu import viz
@@ -120,9 +119,11 @@ class Explorer:
         if old is not None:
             plt.close(old)
         if get_ipython() is not None:  # without a kernel there is no Output to draw into
-            with self.output:
-                self.output.clear_output(wait=True)
-                display(figure)
+            # Replace the Output's contents through its synced state rather than `with output:
+            # display(...)`: the state update reaches every front end, never leaks into the cell's own
+            # outputs, and avoids nbclient stalling on output-widget messages (jupyter/nbclient#312).
+            self.output.outputs = ()
+            self.output.append_display_data(figure)
         plt.close(figure)  # shown once in the Output; no second copy at the end of the cell
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

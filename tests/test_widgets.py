@@ -37,7 +37,8 @@ def seeded(*shape: int, seed: int = 0) -> torch.Tensor:
 def test_moving_a_control_replaces_the_figure_and_shows_it(monkeypatch):
     shown = []
     monkeypatch.setattr(widgets, "get_ipython", lambda: object())  # pretend a kernel is running
-    monkeypatch.setattr(widgets, "display", shown.append)
+    # the figure goes into the Output's synced state (one display_data entry), replacing the old one
+    monkeypatch.setattr(widgets.widgets.Output, "append_display_data", lambda self, fig: shown.append(fig))
     ex = widgets.rope_explorer(8)
     first = ex.figure
     ex.controls["position"].value = 7
