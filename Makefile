@@ -32,10 +32,9 @@ NBVAL := --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with test
 setup: $(STAMP)
 
 # Re-runs only when pyproject.toml or this Makefile changed since the last install (or .venv is new).
-# --no-compile: modules are byte-compiled when first imported instead of all up front (faster setup).
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		-e ".[$(EXTRAS)]" "torch==$(TORCH_VERSION)"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
