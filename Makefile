@@ -25,7 +25,12 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 # Notebook outputs are compared digit for digit: fix the thread count so every machine computes the same sums.
 NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 PYTHONHASHSEED=0 MPLBACKEND=module://matplotlib_inline.backend_inline
-NBVAL := --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Tests and notebooks run in parallel, one pytest-xdist worker per core (JOBS=0 runs them in one process).
+# Tests go to whichever worker is idle; every notebook runs whole in one worker (loadscope), in one kernel
+# with the thread count above, so its outputs are the same as in a serial run.
+JOBS ?= auto
+XDIST := -n $(JOBS)
+NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: setup lab test lint unit ui chromium nbval notebooks solutions exercises bench gpu-check clean
 
@@ -48,13 +53,14 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# One thread per worker: the workers already keep every core busy.
 unit: setup
-	$(BIN)/python -m pytest -q --ignore=tests/ui
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui
 
 # Every course notebook in JupyterLab in headless Chromium: run all, move a widget, screenshot to artifacts/ui/.
 # Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
 ui: setup chromium
-	$(NB_ENV) $(BIN)/python -m pytest -q tests/ui
+	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --dist worksteal tests/ui
 
 chromium:
 	@bash scripts/install_chromium.sh
@@ -63,9 +69,9 @@ chromium:
 # answer fails the run (ATTN_EDU_STRICT=1 makes check() raise; notebook 00 shows a failing check on purpose).
 # Untouched exercises must run to the end (lax).
 nbval: setup
-	$(NB_ENV) $(BIN)/python -m pytest -q --nbval $(NBVAL) course
-	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q --nbval $(NBVAL) solutions
-	$(NB_ENV) $(BIN)/python -m pytest -q --nbval-lax $(NBVAL) exercises || test $$? -eq 5
+	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
+	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
+	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval-lax $(NBVAL) exercises || test $$? -eq 5
 
 notebooks: setup
 	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \

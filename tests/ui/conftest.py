@@ -54,6 +54,8 @@ LAB_SETTINGS = {
     },
 }
 SERVER_START_TIMEOUT_S = 90
+# Under pytest-xdist every worker runs its own server and browser; their files get the worker's name.
+_WORKER_SUFFIX = f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
 
 
 def find_chromium() -> str | None:
@@ -159,7 +161,7 @@ def lab_server(
         # Lets the tests call JupyterLab's own commands (open, run all, shut down) as `window.jupyterapp`.
         "--LabApp.expose_app_in_browser=True",
     ]  # fmt: skip
-    log = artifacts_dir / "jupyterlab.log"
+    log = artifacts_dir / f"jupyterlab{_WORKER_SUFFIX}.log"
     with log.open("w") as log_file:
         process = subprocess.Popen(
             command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
@@ -220,21 +222,42 @@ def reload_lab(lab_page, lab_server: str) -> Callable[[], None]:
 
 @pytest.fixture(scope="session")
 def ui_timings(artifacts_dir: Path) -> Iterator[dict[str, float]]:
-    """Seconds per notebook test; written to ``artifacts/ui/timings.json`` and printed at the end."""
+    """Seconds per notebook test, collected into ``artifacts/ui/timings.json`` and printed at the end.
+
+    Each process (one per pytest-xdist worker, or the only one) writes its own part file; the
+    process that prints the summary merges the parts.
+    """
     timings: dict[str, float] = {}
     yield timings
     if timings:
-        path = artifacts_dir / "timings.json"
-        path.write_text(json.dumps({**timings, "total": round(sum(timings.values()), 1)}, indent=2) + "\n")
-        _SUMMARY.extend(f"{name:<36} {seconds:6.1f} s" for name, seconds in timings.items())
-        _SUMMARY.append(f"{'total':<36} {sum(timings.values()):6.1f} s   (written to {path})")
+        part = artifacts_dir / f"timings{_WORKER_SUFFIX or '-main'}.part.json"
+        part.write_text(json.dumps(timings))
 
 
-_SUMMARY: list[str] = []
+def _timing_parts() -> list[Path]:
+    return sorted(ARTIFACTS.glob("timings*.part.json"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or the only process)
+        for part in _timing_parts():
+            part.unlink()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
-    if _SUMMARY:
-        terminalreporter.write_sep("-", "notebooks in the browser (seconds per notebook)")
-        for line in _SUMMARY:
-            terminalreporter.write_line(line)
+    if hasattr(terminalreporter.config, "workerinput"):  # a pytest-xdist worker: the controller reports
+        return
+    timings: dict[str, float] = {}
+    for part in _timing_parts():
+        timings.update(json.loads(part.read_text()))
+        part.unlink()
+    if not timings:
+        return
+    timings = dict(sorted(timings.items()))
+    path = ARTIFACTS / "timings.json"
+    total = round(sum(timings.values()), 1)
+    path.write_text(json.dumps({**timings, "total": total}, indent=2) + "\n")
+    terminalreporter.write_sep("-", "notebooks in the browser (seconds per notebook)")
+    for name, seconds in timings.items():
+        terminalreporter.write_line(f"{name:<36} {seconds:6.1f} s")
+    terminalreporter.write_line(f"{'total':<36} {total:6.1f} s   (written to {path})")
