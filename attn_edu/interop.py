@@ -12,11 +12,12 @@ Details that need care, model by model:
   ``nn.Linear``'s ``(out, in)``; and packs q, k and v into one ``c_attn`` of width ``3C``.
 - **BERT**: ``BertModel``'s pooler (a tanh layer on ``[CLS]``) has no counterpart and is skipped; the
   MLM decoder's bias lives in ``cls.predictions.bias``.
-- **Llama**: only the default RoPE (no ``rope_scaling``), no biases, ``head_dim = hidden / heads``.
+- **Llama**: only the default RoPE (no ``rope_scaling``), no biases; ``head_dim`` may differ from
+  ``hidden / heads`` (as in Gemma or Qwen3-style configs).
 - **T5**: the relative-bias table sits in the first layer of each stack; the ``C^-0.5`` output rescale
   applies when the checkpoint ties its embeddings (``scale_decoder_outputs`` in transformers 5,
-  ``tie_word_embeddings`` before); only the ReLU FFN (original T5, not v1.1's gated GELU);
-  ``d_kv · num_heads`` must equal ``d_model``.
+  ``tie_word_embeddings`` before); only the ReLU FFN (original T5, not v1.1's gated GELU); ``d_kv``
+  becomes ``head_dim`` (T5-3B and T5-11B have ``d_kv · num_heads > d_model``).
 
 Nothing here imports ``transformers``: the loaders read attributes of the model object you pass.
 
@@ -215,17 +216,13 @@ def llama_config_from_hf(config: Any) -> LlamaConfig:
     _require(config.hidden_act == "silu", f"Llama.from_hf expects SwiGLU ('silu'), got {config.hidden_act!r}")
     _require(not config.attention_bias and not getattr(config, "mlp_bias", False), "biases are not supported")
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    _require(
-        head_dim * config.num_attention_heads == config.hidden_size,
-        f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
-        f"{config.num_attention_heads} != {config.hidden_size}",
-    )
     return LlamaConfig(
         vocab_size=config.vocab_size,
         embed_dim=config.hidden_size,
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
+        head_dim=head_dim,
         ffn_dim=config.intermediate_size,
         norm_eps=config.rms_norm_eps,
         rope_base=_rope_theta(config),
@@ -272,10 +269,6 @@ def t5_config_from_hf(config: Any) -> T5Config:
         config.feed_forward_proj == "relu",
         f"T5.from_hf covers the original ReLU FFN, got feed_forward_proj={config.feed_forward_proj!r}",
     )
-    _require(
-        config.d_kv * config.num_heads == config.d_model,
-        f"d_kv * num_heads must equal d_model, got {config.d_kv} * {config.num_heads} != {config.d_model}",
-    )
     # transformers 5 always ties and records the rescale separately; transformers 4 used tie_word_embeddings.
     tied = getattr(config, "scale_decoder_outputs", getattr(config, "tie_word_embeddings", True))
     return T5Config(
@@ -284,6 +277,7 @@ def t5_config_from_hf(config: Any) -> T5Config:
         num_layers=config.num_layers,
         num_decoder_layers=config.num_decoder_layers,
         num_heads=config.num_heads,
+        head_dim=config.d_kv,
         ffn_dim=config.d_ff,
         num_buckets=config.relative_attention_num_buckets,
         max_distance=config.relative_attention_max_distance,

@@ -123,10 +123,10 @@ def gate_heads(attn: MultiHeadAttention, gate: torch.Tensor) -> Iterator[None]:
         0.0
     """
     check_shape("gate", gate, "H", H=attn.num_heads)
-    per_channel = gate.to(attn.out_proj.weight.dtype).repeat_interleave(attn.head_dim)  # (C,)
+    per_channel = gate.to(attn.out_proj.weight.dtype).repeat_interleave(attn.head_dim)  # (H·D,)
 
     def scale_heads(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (args[0] * per_channel.to(args[0].device), *args[1:])  # (B, T, C)
+        return (args[0] * per_channel.to(args[0].device), *args[1:])  # (B, T, H·D)
 
     handle = attn.out_proj.register_forward_pre_hook(scale_heads)
     try:

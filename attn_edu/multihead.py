@@ -124,8 +124,11 @@ class MultiHeadAttention(nn.Module):
 
     Args:
         embed_dim: model dimension ``C`` of the queries and of the output.
-        num_heads: query heads ``H``; must divide ``embed_dim`` (head size ``D = C / H``).
+        num_heads: query heads ``H``; must divide ``embed_dim`` unless ``head_dim`` is given.
         num_kv_heads: key/value heads ``H_kv`` (default ``H``); must divide ``num_heads``.
+        head_dim: size ``D`` of each head (default ``C / H``). Some models choose it freely (T5's
+            ``d_kv``, e.g. T5-3B: ``C = 1024``, ``H = 32``, ``D = 128``; Gemma): the projections then
+            map ``C`` to ``H·D`` and ``out_proj`` maps ``H·D`` back to ``C``.
         bias: whether the four projections have a bias (Llama: no; GPT-2, BERT: yes).
         kdim, vdim: feature sizes of ``key`` and ``value`` in cross-attention (default ``embed_dim``).
         scale: multiplies ``q·k`` before the softmax; ``None`` means ``1/sqrt(D)``. T5 uses ``1.0``
@@ -159,6 +162,7 @@ class MultiHeadAttention(nn.Module):
         num_heads: int,
         *,
         num_kv_heads: int | None = None,
+        head_dim: int | None = None,
         bias: bool = True,
         kdim: int | None = None,
         vdim: int | None = None,
@@ -169,8 +173,10 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("num_heads", num_heads)
-        if embed_dim % num_heads:
-            raise ValueError(f"num_heads: must divide embed_dim={embed_dim}, got num_heads={num_heads}")
+        if head_dim is None and embed_dim % num_heads:
+            raise ValueError(
+                f"num_heads: must divide embed_dim={embed_dim} (or give head_dim=), got num_heads={num_heads}"
+            )
         num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             raise ValueError(
@@ -180,7 +186,10 @@ class MultiHeadAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
-        self.head_dim = embed_dim // num_heads
+        self.head_dim = (
+            embed_dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
+        )
+        self.inner_dim = num_heads * self.head_dim  # H · D: equals embed_dim unless head_dim was chosen
         self.queries_per_kv = num_heads // num_kv_heads  # query heads sharing one kv head
         self.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
         self.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
@@ -189,10 +198,10 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
 
         kv_width = num_kv_heads * self.head_dim  # smaller than embed_dim under GQA
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.q_proj = nn.Linear(embed_dim, self.inner_dim, bias=bias)
         self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias)
         self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(self.inner_dim, embed_dim, bias=bias)
 
     def extra_repr(self) -> str:
         return (

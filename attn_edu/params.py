@@ -152,7 +152,9 @@ def bert_parameter_count(config: BertConfig, *, pooler: bool = False) -> int:
 def llama_parameter_count(config: LlamaConfig) -> int:
     """Total parameters of a Llama-style model (no biases; GQA shrinks k and v to ``H_kv·D`` columns).
 
-        V·C [+ V·C untied head]  +  L·(2C² + 2C·H_kv·D + 3C·F + 2C)  +  C
+        V·C [+ V·C untied head]  +  L·(2C·H·D + 2C·H_kv·D + 3C·F + 2C)  +  C
+
+    (``H·D = C`` unless the config sets its own ``head_dim``, so q and out are usually ``C²`` each.)
 
     Example:
         >>> llama_parameter_count(LlamaConfig(vocab_size=32000, embed_dim=4096, num_layers=32,
@@ -162,7 +164,8 @@ def llama_parameter_count(config: LlamaConfig) -> int:
     if not isinstance(config, LlamaConfig):
         raise ValueError(f"config: expected a LlamaConfig, got {type(config).__name__}")
     V, C, L, F = config.vocab_size, config.embed_dim, config.num_layers, config.ffn_dim
-    kv_width = config.num_kv_heads * (C // config.num_heads)  # H_kv · D
-    block = 2 * C * C + 2 * C * kv_width + 3 * C * F + 2 * C  # q, out | k, v | gate, up, down | 2 RMSNorms
+    q_width = config.num_heads * config.head_dim  # H · D
+    kv_width = config.num_kv_heads * config.head_dim  # H_kv · D
+    block = 2 * C * q_width + 2 * C * kv_width + 3 * C * F + 2 * C  # q, out | k, v | gate, up, down | 2 norms
     head = 0 if config.tie_embeddings else V * C
     return V * C + L * block + C + head

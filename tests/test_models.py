@@ -147,6 +147,21 @@ def test_t5_matches_t5_for_conditional_generation(tie):
         torch.testing.assert_close(ours(src, tgt, mask), expected, **TOL)
 
 
+def test_a_head_dim_of_its_own_matches_hf():
+    """Heads wider than C / H (T5's d_kv as in T5-3B; Llama-family configs with their own head_dim)."""
+    src, tgt = ids(2, 9), ids(2, 8, seed=3)
+    hf = hf_t5(d_kv=16)  # 4 heads of 16 from d_model 32
+    ours = T5.from_hf(hf)
+    assert ours.config.head_dim == 16 and ours.decoder_blocks[0].cross_attn.inner_dim == 64
+    with torch.no_grad():
+        torch.testing.assert_close(ours(src, tgt), hf(input_ids=src, decoder_input_ids=tgt).logits, **TOL)
+    hf = hf_llama(head_dim=12)  # 4 query heads and 2 kv heads of 12 from hidden 32
+    ours = Llama.from_hf(hf)
+    assert ours.config.head_dim == 12 and ours.blocks[0].attn.q_proj.weight.shape == (48, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(src), hf(src).logits, **TOL)
+
+
 # ---------------------------------------------------------------------------------------------------
 # KV cache: one token at a time equals the full forward
 # ---------------------------------------------------------------------------------------------------
@@ -168,8 +183,9 @@ def decode_stepwise(step, x: torch.Tensor, num_layers: int, prompt: int = 3) -> 
         GPT(GPTConfig(vocab_size=V, embed_dim=32, num_heads=4, ffn_dim=48)),
         Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=2, ffn_dim=48)),
         Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=1, ffn_dim=48)),  # MQA
+        Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=2, head_dim=6, ffn_dim=48)),
     ],
-    ids=["gpt", "llama-gqa", "llama-mqa"],
+    ids=["gpt", "llama-gqa", "llama-mqa", "llama-head-dim"],
 )
 def test_decoder_with_kv_cache_equals_full_forward(model):
     model = randomize_(model)
@@ -292,6 +308,11 @@ def test_config_errors():
         LlamaConfig(num_heads=4, num_kv_heads=3)
     with pytest.raises(ValueError, match="num_layers"):
         T5Config(num_layers=0)
+    with pytest.raises(ValueError, match="head_dim"):
+        LlamaConfig(head_dim=5)  # RoPE rotates pairs of channels
+    with pytest.raises(ValueError, match="head_dim"):
+        T5Config(head_dim=0)
+    assert LlamaConfig(embed_dim=64, num_heads=4).head_dim == 16  # None means C / H
     with pytest.raises(ValueError, match="config"):
         GPT(LlamaConfig())
 

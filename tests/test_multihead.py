@@ -264,6 +264,23 @@ def test_gqa_equals_mha_with_repeated_kv_weights(H, H_kv):
     close(gqa(query, is_causal=True), mha(query, is_causal=True))
 
 
+@pytest.mark.parametrize("C, H, H_kv, D", [(12, 3, 3, 8), (8, 4, 2, 6), (10, 5, 1, 4), (7, 2, 1, 3)])
+def test_head_dim_can_differ_from_embed_dim_over_num_heads(C, H, H_kv, D):
+    """T5's d_kv, Gemma's head_dim: H heads of size D, projected from C and back to C (H·D ≠ C)."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(C, H, num_kv_heads=H_kv, head_dim=D)
+    assert mha.q_proj.weight.shape == (H * D, C) and mha.k_proj.weight.shape == (H_kv * D, C)
+    assert mha.out_proj.weight.shape == (C, H * D) and mha.scale == pytest.approx(D**-0.5)
+    x, memory = torch.randn(2, 5, C), torch.randn(2, 3, C)
+    for source, is_causal in ((x, True), (memory, False)):
+        q = split_heads(mha.q_proj(x), H)  # (B, H, T, D)
+        k, v = split_heads(mha.k_proj(source), H_kv), split_heads(mha.v_proj(source), H_kv)
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+        out, weights = mha(x, source, is_causal=is_causal, need_weights=True)
+        assert out.shape == (2, 5, C) and weights.shape == (2, H, 5, source.shape[1])
+        close(out, mha.out_proj(merge_heads(heads)))
+
+
 def test_gqa_matches_torch_sdpa_enable_gqa():
     torch.manual_seed(0)
     mha = MultiHeadAttention(12, 6, num_kv_heads=2)
@@ -392,6 +409,10 @@ def test_constructor_errors():
         MultiHeadAttention(12, 6, scale=-1.0)
     with pytest.raises(ValueError, match="embed_dim"):
         MultiHeadAttention(0, 1)
+    with pytest.raises(ValueError, match="head_dim"):
+        MultiHeadAttention(12, 6, head_dim=0)
+    # a chosen head_dim lifts the divisibility rule
+    assert MultiHeadAttention(10, 3, head_dim=4).inner_dim == 12
 
 
 def test_forward_shape_errors_name_the_argument():

@@ -115,6 +115,21 @@ def test_llama_counts(config, published, hf_kwargs):
     assert llama_parameter_count(config) == count_parameters(ours) == hf_count(hf) == published
 
 
+def test_llama_count_with_a_head_dim_of_its_own():
+    """Gemma-7B-like attention: 16 heads of 256 from C = 3072, so q and out are C × 4096, not C²."""
+    config = LlamaConfig(
+        vocab_size=1000, embed_dim=3072, num_layers=2, num_heads=16, num_kv_heads=16, head_dim=256, ffn_dim=64
+    )
+    hf_config = transformers.LlamaConfig(
+        vocab_size=1000, hidden_size=3072, num_hidden_layers=2, num_attention_heads=16,
+        num_key_value_heads=16, head_dim=256, intermediate_size=64,
+    )  # fmt: skip
+    hf = on_meta(lambda: transformers.LlamaForCausalLM(hf_config))
+    ours = on_meta(lambda: Llama(config))
+    assert llama_parameter_count(config) == count_parameters(ours) == hf_count(hf)
+    assert ours.blocks[0].attn.q_proj.weight.shape == (4096, 3072)
+
+
 def test_gpt3_extrapolation():
     gpt3 = GPTConfig(
         vocab_size=50257, max_seq_len=2048, embed_dim=12288, num_layers=96, num_heads=96, ffn_dim=4 * 12288

@@ -42,6 +42,7 @@ class LlamaConfig:
     num_layers: int = 2  # decoder blocks (Llama-2-7B: 32)
     num_heads: int = 4  # H query heads; D = C / H (Llama: D = 128)
     num_kv_heads: int = 2  # H_kv key/value heads, divides H (GQA; = H is plain MHA, 1 is MQA)
+    head_dim: int | None = None  # D when not C / H (Gemma-7B: 256 with C = 3072, H = 16); None = C / H
     ffn_dim: int = 176  # SwiGLU hidden width, about 2/3 · 4 C rounded up (Llama-2-7B: 11008)
     norm_eps: float = 1e-5  # RMSNorm epsilon (Llama 2: 1e-5)
     rope_base: float = 10000.0  # RoPE base θ (Llama 2: 10000; Llama 3: 500000)
@@ -51,13 +52,18 @@ class LlamaConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embed_dim", "num_layers", "num_heads", "num_kv_heads", "ffn_dim"):
             check_positive_int(name, getattr(self, name))
-        if self.embed_dim % self.num_heads:
-            raise ValueError(f"num_heads: must divide embed_dim={self.embed_dim}, got {self.num_heads}")
+        if self.head_dim is None:
+            if self.embed_dim % self.num_heads:
+                raise ValueError(
+                    f"num_heads: must divide embed_dim={self.embed_dim} (or give head_dim=), got {self.num_heads}"
+                )
+            object.__setattr__(self, "head_dim", self.embed_dim // self.num_heads)  # frozen: set once here
+        check_positive_int("head_dim", self.head_dim)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads}, got {self.num_kv_heads}")
-        if (self.embed_dim // self.num_heads) % 2:
+        if self.head_dim % 2:
             raise ValueError(
-                f"num_heads: RoPE needs an even head dim D = embed_dim / num_heads, got D={self.embed_dim // self.num_heads}"
+                f"head_dim: RoPE rotates pairs of channels, so D must be even, got D={self.head_dim}"
             )
 
 
@@ -85,8 +91,7 @@ class Llama(nn.Module):
         if not isinstance(config, LlamaConfig):
             raise ValueError(f"config: expected a LlamaConfig, got {type(config).__name__}")
         self.config = c = config
-        head_dim = c.embed_dim // c.num_heads
-        self.rotary = RotaryEmbedding(head_dim, base=c.rope_base, layout="half")
+        self.rotary = RotaryEmbedding(c.head_dim, base=c.rope_base, layout="half")
         self.token_embedding = nn.Embedding(c.vocab_size, c.embed_dim)
         self.blocks = nn.ModuleList(
             PreNormDecoderBlock(
@@ -94,6 +99,7 @@ class Llama(nn.Module):
                     c.embed_dim,
                     c.num_heads,
                     num_kv_heads=c.num_kv_heads,
+                    head_dim=c.head_dim,
                     bias=False,
                     rotary=self.rotary,
                     attention_fn=attention_fn,

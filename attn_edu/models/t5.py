@@ -50,6 +50,7 @@ class T5Config:
     num_layers: int = 2  # encoder blocks (T5-small: 6)
     num_decoder_layers: int = 2  # decoder blocks (T5: as many as the encoder)
     num_heads: int = 4  # H; D = C / H
+    head_dim: int | None = None  # D when not C / H (Hugging Face's d_kv; T5-3B: 128 with C = 1024, H = 32)
     ffn_dim: int = 256  # hidden width of the ReLU feed-forward network (T5-small: 2048)
     num_buckets: int = 32  # relative-distance buckets of the position bias (T5: 32)
     max_distance: int = 128  # distances beyond this share the last bucket (T5: 128)
@@ -69,13 +70,20 @@ class T5Config:
             "max_distance",
         ):
             check_positive_int(name, getattr(self, name))
-        if self.embed_dim % self.num_heads:
-            raise ValueError(f"num_heads: must divide embed_dim={self.embed_dim}, got {self.num_heads}")
+        if self.head_dim is None:
+            if self.embed_dim % self.num_heads:
+                raise ValueError(
+                    f"num_heads: must divide embed_dim={self.embed_dim} (or give head_dim=), got {self.num_heads}"
+                )
+            object.__setattr__(self, "head_dim", self.embed_dim // self.num_heads)  # frozen: set once here
+        check_positive_int("head_dim", self.head_dim)
 
 
 def _attention(c: T5Config, attention_fn: AttentionFn) -> MultiHeadAttention:
     # scale=1.0: T5 does not divide scores by sqrt(D).
-    return MultiHeadAttention(c.embed_dim, c.num_heads, bias=False, scale=1.0, attention_fn=attention_fn)
+    return MultiHeadAttention(
+        c.embed_dim, c.num_heads, head_dim=c.head_dim, bias=False, scale=1.0, attention_fn=attention_fn
+    )
 
 
 def _ffn(c: T5Config) -> FeedForward:
