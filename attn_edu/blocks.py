@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
-from attn_edu.multihead import KVCacheLayer
+from attn_edu.multihead import CrossKVCacheLayer, KVCacheLayer
 
 # ---------------------------------------------------------------------------------------------------
 # Normalisation: which numbers share a mean and a variance
@@ -403,8 +403,9 @@ class CrossAttentionBlock(nn.Module):
     The three sub-layers of the Transformer decoder (Vaswani et al., 2017, §3.1), with T5's pre-norm
     placement (Raffel et al., 2020, §3.1). ``memory`` is the encoder output; ``memory_mask``
     hides padded encoder positions; ``score_bias`` (T5's relative bias) applies to self-attention
-    only, as in T5. ``kv_cache`` caches the self-attention; the cross-attention keys and values are
-    recomputed from ``memory`` at each call (a cache for them is a possible extension).
+    only, as in T5. ``kv_cache`` caches the self-attention; ``cross_kv_cache``
+    (:class:`attn_edu.kv_cache.CrossKVCacheLayer`) keeps the cross-attention's keys and values,
+    projected from ``memory`` at the first decoding step and reused while ``memory`` stays the same.
 
     Shapes:
         x ``(B, T, C)``, memory ``(B, S, C)``; mask broadcastable to ``(B, H, T, T)``, memory_mask
@@ -445,6 +446,7 @@ class CrossAttentionBlock(nn.Module):
         memory_mask: torch.Tensor | None = None,
         score_bias: torch.Tensor | None = None,
         kv_cache: KVCacheLayer | None = None,
+        cross_kv_cache: CrossKVCacheLayer | None = None,
     ) -> torch.Tensor:
         sizes = check_shape("x", x, "B T C")
         check_shape("memory", memory, "B S C", B=sizes["B"], C=sizes["C"])
@@ -452,7 +454,9 @@ class CrossAttentionBlock(nn.Module):
             self.self_attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
         )  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
-        h = self.cross_attn(self.cross_attn_norm(x), memory, mask=memory_mask)  # (B, T, C)
+        # With a cross_kv_cache, K and V of memory are projected at the first step and then reused.
+        extra = {} if cross_kv_cache is None else {"cross_kv_cache": cross_kv_cache}
+        h = self.cross_attn(self.cross_attn_norm(x), memory, mask=memory_mask, **extra)  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
         h = self.ffn(self.ffn_norm(x))  # (B, T, C)
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)

@@ -24,6 +24,10 @@ import torch
 from attn_edu._validate import check_positive_int, check_same_dtype, check_shape
 
 
+def _nbytes(*tensors: torch.Tensor | None) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
 class KVCacheLayer:
     """One attention layer's cache: appends new keys/values, returns everything stored so far.
 
@@ -95,9 +99,7 @@ class KVCacheLayer:
 
     def nbytes(self) -> int:
         """Bytes held by the stored tensors (the whole buffer when ``max_len`` is set)."""
-        if self.k is None or self.v is None:
-            return 0
-        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+        return _nbytes(self.k, self.v)
 
     def reset(self) -> None:
         """Forget every stored token."""
@@ -105,11 +107,74 @@ class KVCacheLayer:
         self._seq_len = 0
 
 
+class CrossKVCacheLayer:
+    """One cross-attention layer's keys and values: projected from the encoder output once, then reused.
+
+    In an encoder-decoder the cross-attention's keys and values come from the encoder's output, which
+    stays the same while the decoder writes; only the queries change from step to step. So the ``K`` and
+    ``V`` projections are computed at the first step and read back afterwards (Hugging Face keeps them
+    in the cross-attention half of its ``EncoderDecoderCache`` for the same reason).
+    :class:`attn_edu.multihead.MultiHeadAttention` asks :meth:`holds` whether the stored pair was
+    computed from *this* ``key``/``value``: the very same tensor objects, not modified in place since.
+    Anything else (a new input sentence, a recomputed encoder output) is projected afresh and replaces
+    what was stored, so a stale cache can cost time but never give a wrong answer.
+
+    Shapes:
+        ``store``: key ``(B, S, kdim)``, value ``(B, S, vdim)``, k, v ``(B, H_kv, S, D)``.
+
+    Example:
+        >>> layer, memory = CrossKVCacheLayer(), torch.zeros(1, 5, 8)
+        >>> layer.holds(memory, memory)
+        False
+        >>> layer.store(memory, memory, torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+        >>> layer.holds(memory, memory), layer.holds(memory.clone(), memory)
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None  # (B, H_kv, S, D)
+        self.v: torch.Tensor | None = None  # (B, H_kv, S, D)
+        self._sources: tuple[torch.Tensor, torch.Tensor] | None = None  # the key and value tensors
+        self._versions: tuple[int, int] = (-1, -1)  # their in-place modification counters when stored
+
+    def holds(self, key: torch.Tensor, value: torch.Tensor) -> bool:
+        """Whether the stored ``k, v`` were projected from exactly these, unmodified, tensors."""
+        if self._sources is None:
+            return False
+        return (
+            self._sources[0] is key
+            and self._sources[1] is value
+            and self._versions == (key._version, value._version)
+        )
+
+    def store(self, key: torch.Tensor, value: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Keep the projected ``k, v`` and remember which ``key, value`` they came from."""
+        sizes = check_shape("k", k, "B H_kv S D")
+        check_shape("v", v, "B H_kv S D", **sizes)
+        check_shape("key", key, "B S C", B=sizes["B"], S=sizes["S"])
+        check_shape("value", value, "B S C", B=sizes["B"], S=sizes["S"])
+        self.k, self.v = k, v
+        self._sources = (key, value)
+        self._versions = (key._version, value._version)
+
+    def nbytes(self) -> int:
+        """Bytes held by the stored key and value tensors."""
+        return _nbytes(self.k, self.v)
+
+    def reset(self) -> None:
+        """Forget the stored keys and values."""
+        self.k = self.v = None
+        self._sources = None
+        self._versions = (-1, -1)
+
+
 class KVCache:
     """A cache for a whole decoder: one :class:`KVCacheLayer` per layer, in ``.layers``.
 
     Pass it as ``model(input_ids, kv_cache=cache)``; layer ``i`` of the model uses ``cache.layers[i]``,
-    and the model reads ``cache.seq_len`` as the position of the first new token.
+    and the model reads ``cache.seq_len`` as the position of the first new token. An encoder-decoder
+    (:class:`attn_edu.models.T5`) also keeps each decoder layer's cross-attention keys and values in
+    ``cache.cross_layers[i]`` (:class:`CrossKVCacheLayer`); decoder-only models leave those empty.
 
     Example:
         >>> cache = KVCache(num_layers=2)
@@ -122,6 +187,7 @@ class KVCache:
     def __init__(self, num_layers: int, *, max_len: int | None = None) -> None:
         check_positive_int("num_layers", num_layers)
         self.layers = [KVCacheLayer(max_len) for _ in range(num_layers)]
+        self.cross_layers = [CrossKVCacheLayer() for _ in range(num_layers)]
 
     def __len__(self) -> int:
         return len(self.layers)
@@ -132,12 +198,12 @@ class KVCache:
         return self.layers[0].seq_len
 
     def nbytes(self) -> int:
-        """Bytes held by all layers' key and value tensors."""
-        return sum(layer.nbytes() for layer in self.layers)
+        """Bytes held by all layers' key and value tensors (cross-attention ones included)."""
+        return sum(layer.nbytes() for layer in [*self.layers, *self.cross_layers])
 
     def reset(self) -> None:
         """Forget every stored token in every layer."""
-        for layer in self.layers:
+        for layer in [*self.layers, *self.cross_layers]:
             layer.reset()
 
 

@@ -4,7 +4,8 @@
     head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)            (Vaswani et al., 2017, section 3.2.2)
 
 The ``H`` projections ``W_i^Q`` (each ``C x D``) are stored as one ``C x C`` matrix ``q_proj``; splitting
-its output into ``H`` slices of width ``D = C / H`` gives the heads. Likewise for keys and values.
+its output into ``H`` slices of width ``D = C / H`` gives the heads. Likewise for keys and values. (A model
+may also choose ``D`` freely, ``head_dim=``: the matrices are then ``C x H·D``.)
 
 Grouped-query attention (GQA, Ainslie et al., 2023, section 2.2) gives ``H_kv < H`` key/value heads; each
 group of ``H / H_kv`` consecutive query heads shares one of them (multi-query attention, Shazeer 2019,
@@ -110,6 +111,20 @@ class KVCacheLayer(Protocol):
     def seq_len(self) -> int: ...
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@runtime_checkable
+class CrossKVCacheLayer(Protocol):
+    """What :class:`MultiHeadAttention` needs from a cross-attention cache
+    (:class:`attn_edu.kv_cache.CrossKVCacheLayer` is one): ``holds(key, value)`` says whether the
+    stored ``k``, ``v`` ``(B, H_kv, S, D)`` came from these inputs; ``store`` keeps new ones."""
+
+    k: torch.Tensor | None
+    v: torch.Tensor | None
+
+    def holds(self, key: torch.Tensor, value: torch.Tensor) -> bool: ...
+
+    def store(self, key: torch.Tensor, value: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None: ...
 
 
 AttentionFn = Callable[..., torch.Tensor]
@@ -219,6 +234,7 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         score_bias: torch.Tensor | None = None,
         kv_cache: KVCacheLayer | None = None,
+        cross_kv_cache: CrossKVCacheLayer | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when both are omitted).
@@ -228,6 +244,9 @@ class MultiHeadAttention(nn.Module):
         ``score_bias`` (float, broadcastable to ``(B, H, T, S)``) is added to the scaled scores
         (T5's relative bias, ALiBi). With ``kv_cache``, the new keys/values are appended to it and
         the queries attend to everything cached; its ``seq_len`` is the rotary position offset.
+        ``cross_kv_cache`` is for cross-attention: the keys/values projected from ``key``/``value``
+        are kept there and reused while the same (unmodified) ``key``/``value`` tensors come back
+        (:class:`attn_edu.kv_cache.CrossKVCacheLayer`).
         ``need_weights=True`` also returns the weights, recomputed with
         :func:`attn_edu.attention.attention_weights` (the module keeps no attention maps).
 
@@ -245,9 +264,20 @@ class MultiHeadAttention(nn.Module):
         check_shape("value", value, "B S C", B=B, S=S, C=self.vdim)
         H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
 
+        if cross_kv_cache is not None and (kv_cache is not None or self.rotary is not None):
+            raise ValueError(
+                "cross_kv_cache: only for cross-attention without rotary embeddings, and not together "
+                "with kv_cache (a self-attention cache)"
+            )
+
         q = split_heads(self.q_proj(query), H)  # (B, H, T, D)
-        k = split_heads(self.k_proj(key), H_kv)  # (B, H_kv, S, D)
-        v = split_heads(self.v_proj(value), H_kv)  # (B, H_kv, S, D)
+        if cross_kv_cache is not None and cross_kv_cache.holds(key, value):
+            k, v = cross_kv_cache.k, cross_kv_cache.v  # (B, H_kv, S, D): projected at an earlier step
+        else:
+            k = split_heads(self.k_proj(key), H_kv)  # (B, H_kv, S, D)
+            v = split_heads(self.v_proj(value), H_kv)  # (B, H_kv, S, D)
+            if cross_kv_cache is not None:
+                cross_kv_cache.store(key, value, k, v)
 
         # Positions continue after the cached tokens, so rotate before the keys enter the cache:
         # cached keys already carry their own positions.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_edu.kv_cache import KVCache, KVCacheLayer, kv_cache_bytes, kv_cache_table
+from attn_edu.kv_cache import CrossKVCacheLayer, KVCache, KVCacheLayer, kv_cache_bytes, kv_cache_table
 from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
+from attn_edu.multihead import CrossKVCacheLayer as CrossKVCacheProtocol
 from attn_edu.multihead import KVCacheLayer as KVCacheProtocol
 from attn_edu.multihead import MultiHeadAttention
 
@@ -22,6 +23,7 @@ def one_thread():
 
 def test_cache_layer_satisfies_the_attention_protocol():
     assert isinstance(KVCacheLayer(), KVCacheProtocol)
+    assert isinstance(CrossKVCacheLayer(), CrossKVCacheProtocol)
 
 
 @pytest.mark.parametrize("max_len", [None, 9])
@@ -59,6 +61,49 @@ def test_attention_with_a_cache_equals_attention_over_the_whole_sequence(max_len
     steps = [mha(x[:, :7], is_causal=True, kv_cache=cache)]
     steps += [mha(x[:, t : t + 1], is_causal=True, kv_cache=cache) for t in range(7, 12)]
     torch.testing.assert_close(torch.cat(steps, dim=1), mha(x, is_causal=True))
+
+
+class ProjectionCounter:
+    """Counts the calls of a module (a forward hook), to see which projections a cached step skips."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.calls = 0
+        module.register_forward_hook(lambda *_: setattr(self, "calls", self.calls + 1))
+
+
+def test_cross_attention_projects_the_memory_once_and_reuses_it():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2, kdim=10, vdim=10)
+    memory, queries = torch.randn(2, 7, 10), torch.randn(2, 5, 16)
+    k_calls, v_calls = ProjectionCounter(mha.k_proj), ProjectionCounter(mha.v_proj)
+    cache = CrossKVCacheLayer()
+    steps = [mha(queries[:, t : t + 1], memory, cross_kv_cache=cache) for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), mha(queries, memory))  # the same answer...
+    assert (k_calls.calls, v_calls.calls) == (
+        1 + 1,
+        1 + 1,
+    )  # ...with one projection for 5 steps (+1 uncached)
+    assert cache.nbytes() == 2 * (2 * 2 * 7 * 4) * 4  # K and V: (B, H_kv, S, D) float32
+    other = torch.randn(2, 7, 10)  # a new source sentence: projected afresh, never the stale K, V
+    torch.testing.assert_close(mha(queries, other, cross_kv_cache=cache), mha(queries, other))
+    assert k_calls.calls == 4 and cache.holds(other, other)
+    other.mul_(2)  # modified in place: the stored K, V no longer describe it
+    assert not cache.holds(other, other)
+    torch.testing.assert_close(mha(queries, other, cross_kv_cache=cache), mha(queries, other))
+    cache.reset()
+    assert cache.nbytes() == 0 and not cache.holds(other, other)
+
+
+def test_cross_cache_is_refused_where_it_cannot_be_right():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(1, 3, 8)
+    with pytest.raises(ValueError, match="cross_kv_cache"):
+        mha(x, kv_cache=KVCacheLayer(), cross_kv_cache=CrossKVCacheLayer())
+    cache = CrossKVCacheLayer()
+    with pytest.raises(ValueError, match="key"):
+        cache.store(
+            torch.zeros(1, 5, 8), torch.zeros(1, 5, 8), torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4)
+        )
 
 
 def decode(model, cache: KVCache, prompt_len: int, new_tokens: int, vocab: int) -> None:

@@ -204,7 +204,13 @@ def test_t5_decoder_with_kv_cache_equals_full_forward():
         def step(piece, kv_cache):
             return model(src, piece, mask, kv_cache=kv_cache, encoder_output=memory)
 
+        calls = [0]
+        for block in model.decoder_blocks:
+            block.cross_attn.k_proj.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
         stepwise = decode_stepwise(step, tgt, model.config.num_decoder_layers)
+        # 6 decoding calls (a 3-token prompt, then 5 single tokens), but the encoder output's keys are
+        # projected once per decoder layer: the cross-attention half of the cache reuses them.
+        assert calls[0] == model.config.num_decoder_layers
         torch.testing.assert_close(stepwise, model(src, tgt, mask), **TOL)
 
 

@@ -104,8 +104,9 @@ class T5(nn.Module):
     model.encode(input_ids, attention_mask)`` once and pass it with a
     :class:`attn_edu.kv_cache.KVCache` of ``num_decoder_layers`` layers; the decoder's self-attention
     then reads ``kv_cache.layers[i]``, and the relative bias places the new tokens after the
-    ``kv_cache.seq_len`` cached ones. The cross-attention keys/values are recomputed from
-    ``encoder_output`` at every step (correct, not the fastest). ``attention_fn`` is handed to every
+    ``kv_cache.seq_len`` cached ones; the cross-attention projects the keys/values of
+    ``encoder_output`` at the first step into ``kv_cache.cross_layers[i]`` and reuses them while the same
+    ``encoder_output`` tensor is passed (a new one is projected afresh). ``attention_fn`` is handed to every
     attention layer and must accept ``score_bias=`` (the relative bias), as the default reference does.
 
     Shapes:
@@ -197,8 +198,14 @@ class T5(nn.Module):
         x = self.embed_dropout(self.token_embedding(decoder_input_ids))  # (B, T, C)
         for i, block in enumerate(self.decoder_blocks):
             layer_cache = None if kv_cache is None else kv_cache.layers[i]
+            cross_cache = None if kv_cache is None else kv_cache.cross_layers[i]
             x = block(
-                x, encoder_output, memory_mask=memory_mask, score_bias=bias, kv_cache=layer_cache
+                x,
+                encoder_output,
+                memory_mask=memory_mask,
+                score_bias=bias,
+                kv_cache=layer_cache,
+                cross_kv_cache=cross_cache,
             )  # (B, T, C)
         x = self.embed_dropout(self.decoder_norm(x))  # (B, T, C)
         if c.tie_embeddings:
