@@ -137,19 +137,23 @@ def _encode_output(value: object, max_elements: int) -> dict[str, Any]:
 
 
 def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
-    from attn_edu.grading import ExerciseTimeout, time_limit
+    from attn_edu.grading import ExerciseTimeout, shortcut_outcome, time_limit, watch_shortcuts
 
     args = [decode_value(a) for a in case["args"]]
     kwargs = {name: decode_value(v) for name, v in case["kwargs"].items()}
+    called: list[str] = []
     try:
-        with time_limit(seconds):
-            return _encode_output(fn(*args, **kwargs), case["max_elements"])
+        with time_limit(seconds), watch_shortcuts() as called:
+            value = fn(*args, **kwargs)
+        result = _encode_output(value, case["max_elements"])
     except NotImplementedError as err:
-        return {"kind": "not_implemented", "detail": _text(err)}
+        result = {"kind": "not_implemented", "detail": _text(err)}
     except ExerciseTimeout:
-        return {"kind": "timeout", "detail": f"{seconds:g} s"}
+        result = {"kind": "timeout", "detail": f"{seconds:g} s"}
     except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
-        return {"kind": "error", "detail": _text(f"{type(err).__name__}: {err}")}
+        result = {"kind": "error", "detail": _text(f"{type(err).__name__}: {err}")}
+    shortcut = shortcut_outcome(called)  # a call into the package outranks whatever came of it
+    return result if shortcut is None else {"kind": "shortcut", "detail": _text(shortcut.detail)}
 
 
 def _run_cells(cells: list[str], namespace: dict[str, Any], seconds: float, emit: Any) -> None:

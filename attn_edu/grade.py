@@ -150,6 +150,7 @@ def decode_outcome(raw: object, max_elements: int) -> Outcome:
         "not_implemented": {"kind", "detail"},
         "error": {"kind", "detail"},
         "timeout": {"kind", "detail"},
+        "shortcut": {"kind", "detail"},
     }
     if not isinstance(raw, dict) or raw.get("kind") not in keys or set(raw) != keys[raw["kind"]]:
         raise SchemaError("outcome: unexpected fields")

@@ -17,6 +17,12 @@ Each exercise is an :class:`Exercise` registered by a module of :mod:`attn_edu.c
 The comparison, :func:`judge`, works on plain tensors only, so ``python -m attn_edu.grade`` reuses it on
 numbers sent back from a separate process, where the learner's code cannot reach it.
 
+An exercise is to be written with torch operations. A learner's function that calls into ``attn_edu``
+itself (the reference it is compared with, or any other of the package's functions and classes) fails
+with a message naming what it called (:func:`watch_shortcuts`); functions and models that a case
+hands to the learner may be used as intended. This catches copying the answer by import, not a learner
+determined to cheat (who could paste the reference's source): grading is for feedback first.
+
 ``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
 nbval run uses it, so a solution that stops passing fails the test suite).
 """
@@ -28,6 +34,7 @@ import importlib
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -234,7 +241,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 class Outcome:
     """What one call produced, as plain data: a tensor, or why there is none."""
 
-    kind: str  # "tensor", "wrong_type", "not_implemented", "error", "timeout"
+    kind: str  # "tensor", "wrong_type", "not_implemented", "error", "timeout", "shortcut"
     tensor: torch.Tensor | None = None  # a plain CPU tensor when kind == "tensor"
     detail: str = ""  # the type that came back, or the exception text
 
@@ -248,26 +255,116 @@ def outcome_of(value: object) -> Outcome:
     return Outcome("wrong_type", detail=type(value).__name__)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_CHECKS_DIR = os.path.join(_PACKAGE_DIR, "checks") + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+_GRADING_FILES = {os.path.join(_PACKAGE_DIR, name) for name in ("grading.py", "_grade_worker.py")}
+
+
+def _package_code(filename: str) -> bool:
+    """Code of the package proper: what a learner's function must not call."""
+    return (
+        filename.startswith(_PACKAGE_DIR)
+        and filename not in _GRADING_FILES
+        and not filename.startswith(_CHECKS_DIR)
+    )
+
+
+def _trusted_caller(filename: str) -> bool:
+    """Calls from here are the package at work: its own modules, the checks' references, PyTorch."""
+    return (filename.startswith(_PACKAGE_DIR) and filename not in _GRADING_FILES) or filename.startswith(
+        _TORCH_DIR
+    )
+
+
+@contextmanager
+def watch_shortcuts() -> Iterator[list[str]]:
+    """Record every ``attn_edu`` function, method or class that the code in the block calls *directly*.
+
+    A profile hook (:func:`sys.setprofile`, this thread only) sees each Python call. A call counts when
+    its code lives in the ``attn_edu`` package (not in the grading machinery or :mod:`attn_edu.checks`)
+    and its caller is the learner's: neither the package's own code nor PyTorch's (``module(x)`` on a
+    model that a case hands over enters ``forward`` from PyTorch's ``Module.__call__``: that is using the
+    model, not copying it). ``check(id, attn_edu.masks.causal_mask)`` counts too: the grading code
+    calls the function under test. The yielded list fills with qualified names, e.g.
+    ``"attn_edu.masks.causal_mask"``; it holds ``"sys.setprofile"`` if the block removed the hook.
+
+    Example:
+        >>> from attn_edu import masks
+        >>> with watch_shortcuts() as called:
+        ...     _ = masks.causal_mask(3, 3)
+        >>> called
+        ['attn_edu.masks.causal_mask']
+    """
+    called: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not _package_code(frame.f_code.co_filename):
+            return
+        caller = frame.f_back
+        # Look through the standard library (contextlib, functools) and generated code (a dataclass's
+        # __init__) to the code that made the call.
+        while caller is not None and (
+            caller.f_code.co_filename.startswith(_STDLIB_DIR) or caller.f_code.co_filename == "<string>"
+        ):
+            caller = caller.f_back
+        if caller is not None and _trusted_caller(caller.f_code.co_filename):
+            return  # not the learner's call (the grading code calling fn itself is: fn is what is checked)
+        module = frame.f_globals.get("__name__", "attn_edu")
+        name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # co_qualname: Python 3.11+
+        called.append(f"{module}.{name}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield called
+    except BaseException:
+        # Python drops a profile hook that raises, and a time limit's exception can land inside it:
+        # so a block that raised is not suspected of removing the hook (it returned nothing anyway).
+        sys.setprofile(previous)
+        raise
+    if sys.getprofile() is not profile:
+        called.append("sys.setprofile")
+    sys.setprofile(previous)
+
+
+def shortcut_outcome(called: Sequence[str]) -> Outcome | None:
+    """A ``"shortcut"`` outcome naming what was called, or ``None`` when nothing was."""
+    if not called:
+        return None
+    names = sorted({name.replace(".<locals>", "") for name in called})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return Outcome("shortcut", detail=shown)
+
+
 def _fresh(value: Any) -> Any:
     # Each call gets its own copies, so a function that edits its inputs in place cannot spoil the reference.
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 def run_case(fn: Callable[..., Any], case: Case, timeout: float | None) -> Outcome:
-    """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`."""
+    """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`.
+
+    A call into the ``attn_edu`` package (:func:`watch_shortcuts`) makes it a ``"shortcut"`` outcome,
+    whatever the call then returned or raised.
+    """
     args = [_fresh(a) for a in case.args]
     kwargs = {name: _fresh(v) for name, v in case.kwargs.items()}
+    called: list[str] = []
     try:
-        with time_limit(timeout), torch.no_grad():
-            return outcome_of(fn(*args, **kwargs))
+        with time_limit(timeout), torch.no_grad(), watch_shortcuts() as called:
+            value = fn(*args, **kwargs)
+        outcome = outcome_of(value)
     except NotImplementedError as err:
-        return Outcome("not_implemented", detail=str(err))
+        outcome = Outcome("not_implemented", detail=str(err))
     except ExerciseTimeout:
-        return Outcome("timeout", detail=f"{timeout:g} s")
+        outcome = Outcome("timeout", detail=f"{timeout:g} s")
     except BaseException as err:  # noqa: BLE001 - the learner's code may raise anything, even SystemExit
         if isinstance(err, KeyboardInterrupt) and not _in_grader_child():
             raise  # a learner stopping the kernel means it
-        return Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
+        outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
+    return shortcut_outcome(called) or outcome
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -404,6 +501,15 @@ def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]
         if outcome.kind == "error":
             message = f"raised {outcome.detail} for {where}"
             return _result(exercise, Status.ERROR, message, "call your function on these shapes to see why.")
+        if outcome.kind == "shortcut":
+            message = f"calls {outcome.detail} from the attn_edu package for {where}"
+            if outcome.detail == "sys.setprofile":
+                message = f"switched off the watch for calls into attn_edu (sys.setprofile) for {where}"
+            hint = (
+                "the exercise is to write this yourself with torch operations; the package's own "
+                "version is what your answer is compared with."
+            )
+            return _result(exercise, Status.FAIL, message, hint)
         if outcome.kind != "tensor":
             message = f"expected a plain torch.Tensor, got {outcome.detail}"
             return _result(exercise, Status.FAIL, message, "return the tensor itself, not a wrapper.")
@@ -443,11 +549,13 @@ def check(
     status other than PASS raises ``AssertionError``. ``timeout`` (seconds) bounds the whole check.
 
     Example:
-        >>> from attn_edu.attention import attention_weights
-        >>> check("02.1", lambda q, k, mask=None: attention_weights(q, k, mask)).status
+        >>> check("04.1", lambda T, S: torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)).status
         <Status.PASS: 'PASS'>
-        >>> check("02.1", lambda q, k, mask=None: q).status
-        <Status.FAIL: 'FAIL'>
+        >>> check("04.1", lambda T, S: torch.ones(T, S, dtype=torch.bool).tril()).hint[:31]  # a known mistake
+        'the mask is aligned top-left (q'
+        >>> from attn_edu.masks import causal_mask
+        >>> check("04.1", causal_mask).message  # the package's own answer does not count
+        'calls attn_edu.masks.causal_mask from the attn_edu package for T=5, S=5'
     """
     try:
         exercise = get_exercise(exercise_id)

@@ -7,6 +7,8 @@ Concept-specific tests (independent correct versions, edge cases) live in ``test
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,27 @@ ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = grading.exercises()
 IDS = sorted(EXERCISES)
 MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
+CONCEPT_MODULES = ("retrieval", "attention", "masks", "multihead", "positional", "rope", "objectives")
+CONCEPT_MODULES += ("params", "kv_cache", "generation", "efficient", "flash", "interp", "blocks")
+
+
+def _package_twin(exercise_id: str):
+    """The package's own function of the same name, when it takes the exercise's arguments."""
+    exercise = EXERCISES[exercise_id]
+    case = grading.make_cases(exercise, 0)[0]
+    for name in CONCEPT_MODULES:
+        module = importlib.import_module(f"attn_edu.{name}")
+        twin = getattr(module, exercise.function_name, None)
+        if inspect.isfunction(twin) and twin.__module__ == module.__name__:
+            try:
+                inspect.signature(twin).bind(*case.args, **case.kwargs)
+            except TypeError:
+                return None
+            return twin
+    return None
+
+
+TWINS = {eid: twin for eid in IDS if (twin := _package_twin(eid)) is not None}
 
 
 def test_every_solution_notebook_has_registered_exercises() -> None:
@@ -52,3 +75,25 @@ def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
     outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
     graded = grading.judge(exercise, cases, outcomes)
     assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+
+
+def test_most_exercises_have_a_package_twin() -> None:
+    assert len(TWINS) >= 15  # the shortcut a learner is most tempted by: importing the answer
+
+
+@pytest.mark.parametrize("exercise_id", sorted(TWINS))
+def test_the_package_twin_is_reported_not_passed(exercise_id: str) -> None:
+    twin = TWINS[exercise_id]
+    name = f"{twin.__module__}.{twin.__qualname__}"
+    handed_over = check(exercise_id, twin)  # `from attn_edu.masks import causal_mask`, then check() it
+
+    def wrapped(*args, **kwargs):  # the learner's own function calling it
+        return twin(*args, **kwargs)
+
+    for result in (handed_over, check(exercise_id, wrapped)):
+        assert result.status is Status.FAIL and result.points == 0, result
+        assert name in result.message and "yourself" in result.hint
+    # the grading command judges the same outcome
+    cases = grading.make_cases(EXERCISES[exercise_id], GRADER_SEED)
+    graded = grading.judge(EXERCISES[exercise_id], cases, [grading.run_case(wrapped, cases[0], None)])
+    assert graded.status is Status.FAIL and name in graded.message

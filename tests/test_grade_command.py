@@ -49,6 +49,11 @@ BODIES = {
         f"{WRONG_BUT_RIGHT_SHAPE}.as_subclass(Liar)"
     ),
     **{name: f"{patch}\n{WRONG_BUT_RIGHT_SHAPE}" for name, patch in PATCHES.items()},
+    "calls_reference": "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, mask)",
+    "profiler_off": (
+        "import sys\nsys.setprofile(None)\n"
+        "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, mask)"
+    ),
 }
 
 
@@ -88,6 +93,9 @@ def _submissions(folder: Path) -> None:
     nb = _load(EXERCISE)
     nb["cells"].remove(_cell_of(nb, "02.1"))
     (folder / "cell_deleted.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(EXERCISE)  # no function of their own: the package's, imported under the expected name
+    _cell_of(nb, "02.1")["source"] = "# Exercise 02.1:\nfrom attn_edu.attention import attention_weights"
+    (folder / "imports_reference.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     nb = _load(SOLUTION)
     cell = _cell_of(nb, "02.1")
     cell["source"] = "".join(cell["source"]).replace("def attention_weights(", "def my_weights(")
@@ -171,6 +179,9 @@ EXPECTED = {
     "top_level_exit": ("ERROR", "ended before this exercise was graded"),
     "ignores_alarm": ("TIMEOUT", "did not finish within 15 s"),
     "not_json": ("ERROR", "not a readable notebook"),
+    "calls_reference": ("FAIL", "calls attn_edu.attention.attention_weights"),
+    "profiler_off": ("FAIL", "sys.setprofile"),
+    "imports_reference": ("FAIL", "calls attn_edu.attention.attention_weights"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 
 import numpy as np
@@ -216,3 +217,56 @@ def test_hints_come_in_tiers() -> None:
 def test_an_id_is_registered_once() -> None:
     with pytest.raises(ValueError, match="already registered"):
         grading.register(dataclasses.replace(EXERCISES["02.1"], title="again"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Calling the package instead of writing the answer is reported
+
+
+def _causal_by_hand(T, S):
+    return torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
+
+
+def test_a_call_into_the_package_fails_even_when_it_then_crashes() -> None:
+    from attn_edu import masks
+
+    def learner(T, S):
+        masks.causal_mask(T, S)
+        raise RuntimeError("and then something else went wrong")
+
+    result = check("04.1", learner)
+    assert result.status is Status.FAIL and "attn_edu.masks.causal_mask" in result.message
+    assert check("04.1", _causal_by_hand).status is Status.PASS  # torch alone is fine
+
+
+def test_classes_methods_and_context_managers_of_the_package_count() -> None:
+    from attn_edu.interp import gate_heads
+    from attn_edu.multihead import MultiHeadAttention
+
+    given = MultiHeadAttention(8, 2)  # as a case would hand over a model
+    with grading.watch_shortcuts() as called:
+        given(torch.randn(1, 3, 8))  # using a model handed over: forward runs from torch's Module.__call__
+    assert called == []
+    with grading.watch_shortcuts() as called:
+        attn = MultiHeadAttention(8, 2)
+        with gate_heads(attn, torch.ones(2)):  # entered through contextlib
+            pass
+        attn.forward(torch.randn(1, 3, 8))
+    assert {
+        "attn_edu.multihead.MultiHeadAttention.__init__",
+        "attn_edu.interp.gate_heads",
+        "attn_edu.multihead.MultiHeadAttention.forward",
+    } <= set(called)
+    assert not any("_validate" in name or "split_heads" in name for name in called)  # only direct calls
+
+
+def test_switching_the_watch_off_is_reported_and_the_profiler_restored() -> None:
+    before = sys.getprofile()
+
+    def learner(T, S):
+        sys.setprofile(None)
+        return _causal_by_hand(T, S)
+
+    result = check("04.1", learner)
+    assert result.status is Status.FAIL and "sys.setprofile" in result.message
+    assert sys.getprofile() is before

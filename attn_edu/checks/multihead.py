@@ -49,7 +49,9 @@ SPLIT = register(
         title="split (B, T, C) into heads (B, H, T, D): head h gets channels h*D .. (h+1)*D - 1",
         function_name="split_heads",
         arg_names=("x", "num_heads"),
-        reference=split_heads,
+        # A wrapper defined here, in the checks: the package function itself, handed to check(), counts
+        # as a learner calling the package (attn_edu.grading.watch_shortcuts).
+        reference=lambda x, num_heads: split_heads(x, num_heads),
         make_cases=_split_cases,
         mistakes=(
             Mistake(
@@ -113,7 +115,7 @@ MERGE = register(
         title="merge heads (B, H, T, D) back into (B, T, C), head h in channels h*D .. (h+1)*D - 1",
         function_name="merge_heads",
         arg_names=("x",),
-        reference=merge_heads,
+        reference=lambda x: merge_heads(x),
         make_cases=_merge_cases,
         mistakes=(
             Mistake(
@@ -287,7 +289,7 @@ REPEAT_KV = register(
         title="repeat each kv head n_rep times in place: query head h reads kv head h // n_rep",
         function_name="repeat_kv",
         arg_names=("x", "n_rep"),
-        reference=repeat_kv,
+        reference=lambda x, n_rep: repeat_kv(x, n_rep),
         make_cases=_repeat_cases,
         mistakes=(
             Mistake(
