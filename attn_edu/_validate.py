@@ -95,6 +95,16 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_head_dim(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
+    """The head size ``D``: ``head_dim`` if given (a positive int), else ``embed_dim / num_heads``,
+    which must then divide evenly."""
+    if head_dim is not None:
+        return check_positive_int("head_dim", head_dim)
+    if embed_dim % num_heads:
+        raise ValueError(f"num_heads: must divide embed_dim={embed_dim} (or give head_dim=), got {num_heads}")
+    return embed_dim // num_heads
+
+
 def check_scale(scale: float | None, head_dim: int) -> float:
     """Return the softmax scale: ``scale`` if given (finite, > 0), else ``1/sqrt(head_dim)``."""
     if scale is None:

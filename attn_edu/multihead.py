@@ -28,6 +28,7 @@ from torch import nn
 from attn_edu._validate import (
     check_broadcast,
     check_floating,
+    check_head_dim,
     check_positive_int,
     check_scale,
     check_shape,
@@ -188,10 +189,6 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
         check_positive_int("num_heads", num_heads)
-        if head_dim is None and embed_dim % num_heads:
-            raise ValueError(
-                f"num_heads: must divide embed_dim={embed_dim} (or give head_dim=), got num_heads={num_heads}"
-            )
         num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             raise ValueError(
@@ -201,9 +198,7 @@ class MultiHeadAttention(nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
-        self.head_dim = (
-            embed_dim // num_heads if head_dim is None else check_positive_int("head_dim", head_dim)
-        )
+        self.head_dim = check_head_dim(embed_dim, num_heads, head_dim)
         self.inner_dim = num_heads * self.head_dim  # H · D: equals embed_dim unless head_dim was chosen
         self.queries_per_kv = num_heads // num_kv_heads  # query heads sharing one kv head
         self.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)

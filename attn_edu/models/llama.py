@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from attn_edu._validate import check_positive_int, check_token_ids
+from attn_edu._validate import check_head_dim, check_positive_int, check_token_ids
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import PreNormDecoderBlock, RMSNorm, SwiGLUFeedForward, init_normal_
 from attn_edu.multihead import AttentionFn, MultiHeadAttention
@@ -52,13 +52,8 @@ class LlamaConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embed_dim", "num_layers", "num_heads", "num_kv_heads", "ffn_dim"):
             check_positive_int(name, getattr(self, name))
-        if self.head_dim is None:
-            if self.embed_dim % self.num_heads:
-                raise ValueError(
-                    f"num_heads: must divide embed_dim={self.embed_dim} (or give head_dim=), got {self.num_heads}"
-                )
-            object.__setattr__(self, "head_dim", self.embed_dim // self.num_heads)  # frozen: set once here
-        check_positive_int("head_dim", self.head_dim)
+        head_dim = check_head_dim(self.embed_dim, self.num_heads, self.head_dim)
+        object.__setattr__(self, "head_dim", head_dim)  # frozen: None becomes C / H, once, here
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads}, got {self.num_kv_heads}")
         if self.head_dim % 2:

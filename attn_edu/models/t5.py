@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from attn_edu._validate import check_floating, check_positive_int, check_shape, check_token_ids
+from attn_edu._validate import (
+    check_floating,
+    check_head_dim,
+    check_positive_int,
+    check_shape,
+    check_token_ids,
+)
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import CrossAttentionBlock, FeedForward, PreNormEncoderBlock, RMSNorm, init_normal_
 from attn_edu.masks import key_mask
@@ -70,13 +76,8 @@ class T5Config:
             "max_distance",
         ):
             check_positive_int(name, getattr(self, name))
-        if self.head_dim is None:
-            if self.embed_dim % self.num_heads:
-                raise ValueError(
-                    f"num_heads: must divide embed_dim={self.embed_dim} (or give head_dim=), got {self.num_heads}"
-                )
-            object.__setattr__(self, "head_dim", self.embed_dim // self.num_heads)  # frozen: set once here
-        check_positive_int("head_dim", self.head_dim)
+        head_dim = check_head_dim(self.embed_dim, self.num_heads, self.head_dim)
+        object.__setattr__(self, "head_dim", head_dim)  # frozen: None becomes C / H, once, here
 
 
 def _attention(c: T5Config, attention_fn: AttentionFn) -> MultiHeadAttention:
