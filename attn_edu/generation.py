@@ -17,6 +17,10 @@ Shapes:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -181,31 +185,114 @@ def generate(
         >>> generate(Echo(), torch.tensor([[1, 2]]), 3, use_cache=False)
         tensor([[1, 2, 3, 3, 3]])
     """
-    check_tensor("input_ids", input_ids)
-    B, T = check_shape("input_ids", input_ids, "B T").values()
-    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-        raise ValueError(f"input_ids: expected integer token ids, got dtype {input_ids.dtype}")
+    _check_ids("input_ids", input_ids)
     check_positive_int("max_new_tokens", max_new_tokens)
+    cache = KVCache(count_layers(model)) if use_cache else None
 
+    def logits_for(ids: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        return model(new, kv_cache=cache) if use_cache else model(ids)  # (B, T', V)
+
+    with _eval_mode(model):
+        return _extend(logits_for, input_ids, max_new_tokens, eos_token_id, temperature=temperature,
+                       top_k=top_k, top_p=top_p, generator=generator)  # fmt: skip
+
+
+@torch.no_grad()
+def generate_seq2seq(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    decoder_start_token_id: int = 0,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    eos_token_id: int | None = None,
+) -> torch.Tensor:
+    """Write an output for each input with an encoder-decoder (:class:`attn_edu.models.T5`).
+
+    The encoder reads ``input_ids`` once (``model.encode``); the decoder then starts from
+    ``decoder_start_token_id`` (T5: 0, its padding token) and adds one token per step
+    (``model.decode``), choosing as :func:`generate` does. With ``use_cache=True`` each step feeds only
+    the newest token: the :class:`attn_edu.kv_cache.KVCache` holds the decoder's self-attention keys and
+    values, and its ``cross_layers`` the cross-attention's, projected from the encoder output once.
+    ``attention_mask`` ``(B, S)`` marks the real input tokens (1) and hides the padding.
+
+    Shapes:
+        input_ids ``(B, S)``, attention_mask ``(B, S)``; returns the decoder's tokens ``(B, 1 + N)``,
+        starting with ``decoder_start_token_id``, as Hugging Face's ``generate`` returns them.
+
+    Example:
+        >>> from attn_edu.models import T5, T5Config
+        >>> t5 = T5(T5Config(vocab_size=10, embed_dim=16, num_heads=2, ffn_dim=32))
+        >>> generate_seq2seq(t5, torch.tensor([[4, 5, 6]]), 4).shape
+        torch.Size([1, 5])
+    """
+    _check_ids("input_ids", input_ids)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    for name in ("encode", "decode"):
+        if not callable(getattr(model, name, None)):
+            raise ValueError(
+                f"model: an encoder-decoder needs .encode() and .decode() (as attn_edu.models.T5 has); "
+                f"{type(model).__name__} has no {name}(); for a decoder-only model use generate()"
+            )
+    layers = getattr(getattr(model, "config", None), "num_decoder_layers", None)
+    cache = KVCache(layers if isinstance(layers, int) else count_layers(model)) if use_cache else None
+    start = torch.full((input_ids.shape[0], 1), decoder_start_token_id, dtype=input_ids.dtype)  # (B, 1)
+
+    with _eval_mode(model):
+        memory = model.encode(input_ids, attention_mask)  # (B, S, C): once for the whole output
+
+        def logits_for(ids: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+            if use_cache:
+                return model.decode(new, memory, attention_mask, kv_cache=cache)  # (B, 1, V)
+            return model.decode(ids, memory, attention_mask)  # (B, T', V)
+
+        return _extend(logits_for, start.to(input_ids.device), max_new_tokens, eos_token_id,
+                       temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)  # fmt: skip
+
+
+def _check_ids(name: str, ids: torch.Tensor) -> None:
+    check_tensor(name, ids)
+    check_shape(name, ids, "B T")
+    if ids.is_floating_point() or ids.dtype == torch.bool:
+        raise ValueError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
+
+
+@contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """``eval()`` (no dropout) while generating; the previous mode afterwards."""
     was_training = model.training
     model.eval()
-    cache = KVCache(count_layers(model)) if use_cache else None
-    ids = input_ids  # (B, T)
-    step_input = input_ids  # what the model reads this step: the prompt, then one token
-    finished = torch.zeros(B, dtype=torch.bool, device=input_ids.device)  # (B,)
     try:
-        for _ in range(max_new_tokens):
-            logits = model(step_input, kv_cache=cache) if use_cache else model(ids)  # (B, T', V)
-            next_token = sample_next_token(
-                logits[:, -1], temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
-            )  # (B,)
-            if eos_token_id is not None:
-                next_token = next_token.masked_fill(finished, eos_token_id)
-                finished |= next_token == eos_token_id
-            ids = torch.cat([ids, next_token[:, None]], dim=1)  # (B, T + 1)
-            step_input = next_token[:, None]  # (B, 1)
-            if eos_token_id is not None and bool(finished.all()):
-                break
+        yield
     finally:
         model.train(was_training)
+
+
+def _extend(
+    logits_for: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    eos_token_id: int | None,
+    **sampling: Any,
+) -> torch.Tensor:
+    """The generation loop: ``logits_for(all_ids, newest_ids)`` gives logits, the last position's
+    distribution picks the next token, which is appended; rows that produced ``eos_token_id`` keep it."""
+    B = ids.shape[0]
+    new = ids  # what the model reads this step: the prompt (or start token), then one token
+    finished = torch.zeros(B, dtype=torch.bool, device=ids.device)  # (B,)
+    for _ in range(max_new_tokens):
+        logits = logits_for(ids, new)  # (B, T', V)
+        next_token = sample_next_token(logits[:, -1], **sampling)  # (B,)
+        if eos_token_id is not None:
+            next_token = next_token.masked_fill(finished, eos_token_id)
+            finished |= next_token == eos_token_id
+        ids = torch.cat([ids, next_token[:, None]], dim=1)  # (B, T + 1)
+        new = next_token[:, None]  # (B, 1)
+        if eos_token_id is not None and bool(finished.all()):
+            break
     return ids

@@ -9,12 +9,13 @@ from attn_edu.generation import (
     apply_temperature,
     count_layers,
     generate,
+    generate_seq2seq,
     sample_next_token,
     top_k_filter,
     top_p_filter,
 )
 from attn_edu.kv_cache import KVCache
-from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
+from attn_edu.models import GPT, T5, GPTConfig, Llama, LlamaConfig, T5Config
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 
 
@@ -126,6 +127,47 @@ def test_greedy_generate_equals_hugging_face_llama_gqa(transformers, use_cache):
     want = hf_greedy(hf_model, prompt, 20)
     got = generate(ours, prompt, 20, use_cache=use_cache)
     assert torch.equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_seq2seq_equals_hugging_face_t5(transformers, use_cache):
+    """Encoder-decoder generation, padding in the source included, token for token against T5's generate."""
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        vocab_size=50, d_model=32, d_kv=8, num_heads=4, d_ff=48, num_layers=2, num_decoder_layers=2,
+        relative_attention_num_buckets=8, relative_attention_max_distance=6, decoder_start_token_id=0,
+        initializer_factor=4.0,  # a wider init keeps the top two logits apart (no rounding-decided ties)
+    )  # fmt: skip
+    hf_model = transformers.T5ForConditionalGeneration(config).eval()
+    ours = T5.from_hf(hf_model)
+    source = torch.randint(2, 50, (3, 9), generator=torch.Generator().manual_seed(5))
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 2 + [0] * 7])  # (B, S): rows 2 and 3 padded
+    hf_model.generation_config.eos_token_id = None  # never stop early: compare every token
+    hf_model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        want = hf_model.generate(input_ids=source, attention_mask=mask, max_new_tokens=12, do_sample=False)
+    got = generate_seq2seq(ours, source, 12, attention_mask=mask, use_cache=use_cache)
+    assert torch.equal(got, want), (got, want)
+    assert len(set(got[:, 1:].flatten().tolist())) > 3  # a real sequence, not one token repeated
+
+
+def test_seq2seq_cache_changes_the_work_not_the_tokens():
+    torch.manual_seed(0)
+    model = T5(T5Config(vocab_size=30, embed_dim=32, num_heads=4, ffn_dim=64, num_decoder_layers=3))
+    source = torch.randint(30, (2, 7))
+    projections = []
+    for block in model.decoder_blocks:
+        block.cross_attn.k_proj.register_forward_hook(lambda *_: projections.append(1))
+    cached = generate_seq2seq(model, source, 10, temperature=0.8, generator=torch.Generator().manual_seed(1))
+    assert len(projections) == 3  # the encoder output's keys: projected once per decoder layer
+    projections.clear()
+    full = generate_seq2seq(
+        model, source, 10, temperature=0.8, generator=torch.Generator().manual_seed(1), use_cache=False
+    )
+    assert len(projections) == 3 * 10  # without a cache: every layer, every step
+    assert torch.equal(cached, full) and cached.shape == (2, 11) and (cached[:, 0] == 0).all()
+    with pytest.raises(ValueError, match=r"model: .*encode\(\)"):
+        generate_seq2seq(tiny_models()["gpt"], source, 2)
 
 
 # ----------------------------------------------------------------------------------- sampling filters
