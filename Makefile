@@ -27,10 +27,13 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # Notebooks run side by side (see JOBS), so idle OpenMP threads sleep rather than spin (same results, less CPU).
 NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0 \
 	MPLBACKEND=module://matplotlib_inline.backend_inline
-# Tests and notebooks run in parallel, one pytest-xdist worker per core (JOBS=0 runs them in one process).
+# Tests and notebooks run in parallel, one pytest-xdist worker per CPU this process may use (nproc honours
+# CPU affinity, which a count of the host's cores does not), at most 8, and at most 4 for the browser suite
+# (each of its workers runs a JupyterLab and a Chromium). JOBS=0 runs everything in one process.
 # Tests go to whichever worker is idle; every notebook runs whole in one worker (loadscope), in one kernel
 # with the thread count above, so its outputs are the same as in a serial run.
-JOBS ?= auto
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); echo $$((n > 8 ? 8 : n)))
+UI_JOBS := $(shell echo $$(($(JOBS) > 4 ? 4 : $(JOBS))))
 XDIST := -n $(JOBS)
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
@@ -62,7 +65,7 @@ unit: setup
 # Every course notebook in JupyterLab in headless Chromium: run all, move a widget, screenshot to artifacts/ui/.
 # Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
 ui: setup chromium
-	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --dist worksteal tests/ui
+	$(NB_ENV) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
 
 # `make test` starts the Chromium install in the background (apt and pip then download side by side); the
 # background job holds a lock (flock, Linux) that `chromium` waits for before it checks the result.
