@@ -215,14 +215,13 @@ def llama_config_from_hf(config: Any) -> LlamaConfig:
     """Our :class:`LlamaConfig` from a ``transformers.LlamaConfig``."""
     _require(config.hidden_act == "silu", f"Llama.from_hf expects SwiGLU ('silu'), got {config.hidden_act!r}")
     _require(not config.attention_bias and not getattr(config, "mlp_bias", False), "biases are not supported")
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return LlamaConfig(
         vocab_size=config.vocab_size,
         embed_dim=config.hidden_size,
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
-        head_dim=head_dim,
+        head_dim=getattr(config, "head_dim", None),  # None: hidden_size / num_attention_heads
         ffn_dim=config.intermediate_size,
         norm_eps=config.rms_norm_eps,
         rope_base=_rope_theta(config),
