@@ -1,0 +1,79 @@
+"""Print measured numbers so that they read the same on every CPU.
+
+Two float32 computations of the same thing agree only up to their last bits, and *which* last bits depends on
+the CPU: AVX-512, AVX2 and ARM kernels add in different orders, and MKL picks its code path by processor. A
+notebook that prints ``max |ours - torch| = 2.4e-07`` prints ``1.2e-07`` on the next machine. Print what does
+not move instead:
+
+* a float difference as a **bound** that is checked: ``below(err, 1e-6)`` returns ``"< 1e-06"`` and fails
+  loudly if the bound does not hold;
+* the result of a tiny training run as a **spread over seeds**, ``spread([0.96, 1.02, 1.08])``, or as a claim
+  checked for every seed (a single run's last digits are chaotic: training amplifies the last bits).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+
+import torch
+
+
+def _as_float(name: str, value: float | torch.Tensor) -> float:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(
+                f"{name}: expected a number or a one-element tensor, got shape {tuple(value.shape)}"
+            )
+        value = value.item()
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def below(value: float | torch.Tensor, bound: float) -> str:
+    """Check ``value < bound`` and return ``"< bound"`` for printing; raise ``AssertionError`` otherwise.
+
+    Use it for the size of a float difference, whose digits differ from CPU to CPU while the bound holds on all
+    of them. A NaN never passes.
+
+    Example:
+        >>> err = abs(0.1 + 0.2 - 0.3)
+        >>> f"max |a - b| {below(err, 1e-12)}"
+        'max |a - b| < 1e-12'
+        >>> below(torch.tensor(3e-7), 1e-6)
+        '< 1e-06'
+        >>> below(2e-3, 1e-6)
+        Traceback (most recent call last):
+        ...
+        AssertionError: 0.002 is not below the bound 1e-06
+    """
+    value = _as_float("value", value)
+    bound = _as_float("bound", bound)
+    if not bound > 0:
+        raise ValueError(f"bound: expected a number > 0, got {bound!r}")
+    if not value < bound:  # also False for NaN
+        raise AssertionError(f"{value:.3g} is not below the bound {bound:.0e}")
+    return f"< {bound:.0e}"
+
+
+def spread(values: Iterable[float | torch.Tensor], digits: int = 3) -> str:
+    """``"min–max (median m, n runs)"``: how far a measurement moves from seed to seed.
+
+    Example:
+        >>> spread([1.02, 0.96, 1.08])
+        '0.960–1.080 (median 1.020, 3 runs)'
+        >>> spread([0.5], digits=1)
+        '0.5–0.5 (median 0.5, 1 run)'
+    """
+    numbers = [_as_float("values", v) for v in values]
+    if not numbers:
+        raise ValueError("values: expected at least one number, got none")
+    if any(math.isnan(x) for x in numbers):
+        raise ValueError(f"values: expected numbers, got a NaN in {numbers}")
+    if not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits: expected an int >= 0, got {digits!r}")
+    runs = f"{len(numbers)} run" + ("s" if len(numbers) != 1 else "")
+    low, high, mid = min(numbers), max(numbers), statistics.median(numbers)
+    return f"{low:.{digits}f}–{high:.{digits}f} (median {mid:.{digits}f}, {runs})"
