@@ -1,0 +1,257 @@
+"""Notebook 13's findings hold for every seed, not only for the one run the notebook shows.
+
+``course/13_interpretability.ipynb`` trains one ``AttentionOnlyTransformer`` (seed 0) and reads its findings off
+that run: the loss plateaus and then drops; layer 0 holds previous-token heads and layer 1 induction heads; the
+layer-1 heads are dispensable one by one and indispensable together; a less sharp layer-0 head matters most,
+because layer 1's keys are built from what it writes; greedy pruning stays at or below a fixed ranking. One run
+is an anecdote, and its exact numbers even move with the CPU (training amplifies the last bits of float sums).
+Here the notebook's recipe is trained from seeds 0 to 4 and every finding is checked on each seed, with the
+margins the notebook asserts. The ranges the notebook's text quotes come from these runs, measured natively and
+under ``ATEN_CPU_CAPABILITY=default``, ``MKL_CBWR=COMPATIBLE`` (and both), and ``ATEN_CPU_CAPABILITY=avx2``.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_edu.data import induction_task, repeated_sequences
+from attn_edu.interp import ablation_effects, head_ablation, induction_score, previous_token_score
+from attn_edu.masks import causal_mask
+from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+from attn_edu.objectives import causal_lm_loss
+from attn_edu.train import lm_loss, train
+
+pytestmark = pytest.mark.slow
+
+SEEDS = (0, 1, 2, 3, 4)
+V, P = 64, 24  # vocabulary; period of the evaluation sequences (as in the notebook)
+LOG_V = math.log(V)  # the loss of a uniform guess
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """The tensors here are tiny: a second thread only adds synchronisation (and the notebook uses one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def chance_induction() -> float:
+    """The induction score of uniform causal attention over the 2P evaluation tokens."""
+    uniform = causal_mask(2 * P).float()  # (T, S)
+    return induction_score((uniform / uniform.sum(-1, keepdim=True))[None, None], P).item()
+
+
+def loss_without(model, batch, removed: list[int]) -> float:
+    """Loss on the scored tokens with the heads ``removed`` (flat indices layer * 4 + head) switched off."""
+    mask = torch.ones(8)  # (L*H,)
+    mask[removed] = 0.0
+    return causal_lm_loss(model(batch.input_ids, head_mask=mask.view(2, 4)), batch.labels).item()
+
+
+def pruning_curve(model, batch, order: list[int]) -> list[float]:
+    """Loss after removing 0, 1, ..., 8 heads in ``order``."""
+    return [loss_without(model, batch, order[:k]) for k in range(9)]
+
+
+def greedy_order(model, batch) -> list[int]:
+    """Remove, at each step, the head whose removal (given those already gone) raises the loss least."""
+    order: list[int] = []
+    for _ in range(8):
+        left = [i for i in range(8) if i not in order]
+        order.append(min(left, key=lambda i: loss_without(model, batch, [*order, i])))
+    return order
+
+
+def measure(seed: int) -> SimpleNamespace:
+    """Train the notebook's model from ``seed`` and measure what the notebook's claims rest on."""
+    torch.manual_seed(seed)  # the initial weights
+    model = AttentionOnlyTransformer(
+        AttentionOnlyConfig(vocab_size=V, embed_dim=64, num_heads=4, num_layers=2)
+    )
+    result = train(
+        model,
+        lambda g: induction_task(32, vocab_size=V, generator=g),
+        steps=200,
+        lr=1e-2,
+        seed=seed,
+        progress=False,
+    )
+    batch = repeated_sequences(32, P, vocab_size=V, generator=torch.Generator().manual_seed(1))
+    short = repeated_sequences(32, 10, vocab_size=V, generator=torch.Generator().manual_seed(2))
+    ids = batch.input_ids  # (B, 2P)
+    with torch.no_grad():
+        logits, (w0, w1) = model(ids, need_weights=True)  # (B, T, V), two layers of (B, H, T, S)
+        first_copy = F.cross_entropy(logits[:, : P - 1].transpose(1, 2), ids[:, 1:P])  # predictions 0..P-2
+        sharpness = torch.stack([w0.amax(-1).mean((0, 2)), w1.amax(-1).mean((0, 2))])  # (L, H)
+        previous = torch.stack([previous_token_score(w0), previous_token_score(w1)])  # (L, H)
+        effects = ablation_effects(model, batch, lm_loss)  # (L, H)
+        key_head = divmod(int(effects.argmax()), 4)
+        previous_heads = [(0, h) for h in range(4) if previous[0, h] > 0.25]
+        with head_ablation(model, [key_head]):
+            _, (_, w1_without_key) = model(ids, need_weights=True)
+            short_without_key = lm_loss(model, short).item()
+        with head_ablation(model, previous_heads):
+            _, (_, w1_without_previous) = model(ids, need_weights=True)
+        with head_ablation(model, [(1, h) for h in range(4)]):
+            without_layer_1 = lm_loss(model, batch).item()
+        g = torch.Generator().manual_seed(0)
+        random_orders = [torch.randperm(8, generator=g).tolist() for _ in range(6)]
+        curves = {
+            "by effect": pruning_curve(model, batch, torch.argsort(effects.flatten(), stable=True).tolist()),
+            "by looks": pruning_curve(model, batch, torch.argsort(sharpness.flatten(), stable=True).tolist()),
+            "random": torch.tensor([pruning_curve(model, batch, o) for o in random_orders]).mean(0).tolist(),
+            "greedy": pruning_curve(model, batch, greedy_order(model, batch)),
+        }
+        return SimpleNamespace(
+            losses=result.losses,
+            final_loss=result.final_loss(),
+            first_copy_loss=first_copy.item(),
+            second_copy_loss=lm_loss(model, batch).item(),
+            second_copy_accuracy=(logits[:, P:-1].argmax(-1) == ids[:, P + 1 :]).float().mean().item(),
+            induction=torch.stack([induction_score(w0, P), induction_score(w1, P)]),  # (L, H)
+            previous=previous,
+            previous_heads=previous_heads,
+            sharpness=sharpness,
+            effects=effects,
+            without_layer_1=without_layer_1,
+            key_head=key_head,
+            key_on_first=previous_token_score(w0[:, :, :P, :P])[key_head[1]].item(),
+            key_on_second=previous_token_score(w0[:, :, P:, :])[key_head[1]].item(),
+            induction_without_key=induction_score(w1_without_key, P),
+            induction_without_previous=induction_score(w1_without_previous, P),
+            short_loss=lm_loss(model, short).item(),
+            short_without_key=short_without_key,
+            curves=curves,
+        )
+
+
+@pytest.fixture(scope="module")
+def runs(one_thread) -> dict[int, SimpleNamespace]:
+    return {seed: measure(seed) for seed in SEEDS}
+
+
+def per_seed(runs, value) -> dict[int, float]:
+    """``{seed: value(run)}``, rounded, for failure messages."""
+    return {seed: round(float(value(r)), 3) for seed, r in runs.items()}
+
+
+# ----------------------------------------------------------------------------- section 1: training
+
+
+def test_the_loss_plateaus_near_guessing_then_drops_suddenly(runs):
+    for seed, r in runs.items():
+        window = [sum(r.losses[i : i + 10]) / 10 for i in range(len(r.losses) - 9)]  # means of 10 steps
+        plateau = sum(r.losses[20:60]) / 40
+        fall = max(window[i] - window[i + 20] for i in range(len(window) - 20))
+        assert plateau > LOG_V - 0.3 and fall > 1.5, (seed, plateau, fall)  # measured 4.09-4.15, 1.67-1.93
+        assert r.final_loss < LOG_V / 4, (seed, r.final_loss)  # measured 0.12-0.45
+
+
+# ----------------------------------------------------------------------------- section 2: induction signature
+
+
+def test_the_second_copy_is_predicted_and_the_first_is_not(runs):
+    assert all(r.second_copy_loss < LOG_V / 2 for r in runs.values()), per_seed(
+        runs, lambda r: r.second_copy_loss
+    )
+    assert all(r.second_copy_accuracy > 0.5 for r in runs.values()), per_seed(
+        runs, lambda r: r.second_copy_accuracy
+    )
+    assert all(r.first_copy_loss > LOG_V - 0.5 for r in runs.values()), per_seed(
+        runs, lambda r: r.first_copy_loss
+    )
+
+
+# ----------------------------------------------------------------------------- section 4: head scores
+
+
+def test_layer_1_holds_the_induction_heads_and_layer_0_the_previous_token_heads(runs):
+    chance = chance_induction()  # 0.028
+    for seed, r in runs.items():
+        assert (r.induction[1] > 0.3).all() and r.induction[1].min() > 5 * chance, (seed, r.induction)
+        assert r.induction[0].max() < 5 * chance, (seed, r.induction)  # no shortcut inside layer 0
+        assert r.previous_heads, (seed, r.previous)
+    # How many layer-0 heads pass 0.25 is not a finding: it moves from seed to seed.
+    assert len({len(r.previous_heads) for r in runs.values()}) > 1, per_seed(
+        runs, lambda r: len(r.previous_heads)
+    )
+
+
+# ----------------------------------------------------------------------------- sections 5 and 6(a): ablation
+
+
+def test_the_layer_1_heads_are_dispensable_one_by_one_and_indispensable_together(runs):
+    for seed, r in runs.items():
+        assert r.sharpness[1].min() > r.sharpness[0].max(), (
+            seed,
+            r.sharpness,
+        )  # the 4 sharpest are layer 1's
+        assert r.effects[1].abs().max() < 0.2, (seed, r.effects)  # one at a time: measured at most 0.155
+        # Together (they are all the induction heads): back near guessing, measured 4.29-4.40.
+        assert r.without_layer_1 > r.second_copy_loss + 1.5, (seed, r.second_copy_loss, r.without_layer_1)
+        assert abs(r.without_layer_1 - LOG_V) < 0.5, (seed, r.without_layer_1)
+
+
+def test_some_single_removal_even_lowers_the_loss_in_most_seeds(runs):
+    lowered = [seed for seed, r in runs.items() if r.effects[1].min() < 0]
+    assert len(lowered) >= 3, per_seed(runs, lambda r: r.effects[1].min())
+
+
+# ----------------------------------------------------------------------------- section 6(b): the keystone head
+
+
+def test_a_less_striking_layer_0_head_is_the_most_important_one(runs):
+    for seed, r in runs.items():
+        layer, h = r.key_head
+        assert layer == 0, (seed, r.effects)
+        assert r.sharpness[0, h] < r.sharpness[1].min() and r.previous[0, h] < 0.5, (
+            seed,
+            r.sharpness,
+            r.previous,
+        )
+        assert r.key_on_first > 0.6 and r.key_on_second < 0.3, (seed, r.key_on_first, r.key_on_second)
+        assert r.effects[0, h] > 0.3 and r.effects[0, h] > 5 * r.effects[1].abs().max(), (seed, r.effects)
+        assert r.short_without_key > r.short_loss + 0.2, (
+            seed,
+            r.short_loss,
+            r.short_without_key,
+        )  # the widget
+
+
+def test_the_induction_heads_attention_depends_on_layer_0(runs):
+    for seed, r in runs.items():
+        before = r.induction[1].mean()
+        assert r.induction_without_key.mean() < 0.8 * before, (seed, before, r.induction_without_key)
+        assert r.induction_without_previous.mean() < 0.3 * before, (
+            seed,
+            before,
+            r.induction_without_previous,
+        )
+
+
+# ----------------------------------------------------------------------------- section 7: pruning
+
+
+def test_greedy_pruning_beats_a_fixed_ranking_and_looks_lose(runs):
+    for seed, r in runs.items():
+        c = r.curves
+        full = c["greedy"][0]
+        assert c["by looks"][4] > LOG_V, (seed, c["by looks"])
+        assert sum(c["by effect"]) < sum(c["by looks"]), (seed, c)
+        assert c["greedy"][4] < full + 0.4 and c["random"][4] > c["greedy"][4] + 0.4, (seed, c)
+        assert all(g <= e + 1e-6 for g, e in zip(c["greedy"], c["by effect"])), (seed, c)
+
+
+def test_whether_the_fixed_ranking_beats_random_depends_on_the_seed(runs):
+    # What the notebook says is *not* a finding: both outcomes occur among seeds 0-4.
+    back_at_guessing = {seed: r.curves["by effect"][5] > LOG_V - 0.3 for seed, r in runs.items()}
+    beats_random = {seed: sum(r.curves["by effect"]) < sum(r.curves["random"]) for seed, r in runs.items()}
+    assert len(set(back_at_guessing.values())) == 2, back_at_guessing
+    assert len(set(beats_random.values())) == 2, beats_random
