@@ -10,6 +10,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU wheel of this torch release installs in seconds here; an unpinned torch pulls a multi-GB CUDA build.
 TORCH_VERSION ?= 2.13.0
+# TORCH_CPU=1 installs PyTorch's CPU-only build (Linux: a ~200 MB wheel instead of PyPI's default, which brings
+# several GB of CUDA libraries whether or not the machine has a GPU). macOS wheels are CPU-only already.
+TORCH_CPU ?=
+ifeq ($(TORCH_CPU),1)
+TORCH_SPEC := torch==$(TORCH_VERSION)+cpu
+TORCH_INDEX := --extra-index-url https://download.pytorch.org/whl/cpu
+else
+TORCH_SPEC := torch==$(TORCH_VERSION)
+TORCH_INDEX :=
+endif
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
@@ -21,7 +31,9 @@ EXTRAS := $(EXTRAS),triton
 endif
 endif
 comma := ,
-STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))$(if $(filter 1,$(TORCH_CPU)),-torch-cpu)
+# JupyterLab refuses to start as root (a Docker container, many cloud images) unless it is told it may.
+LAB_ROOT := $(shell [ "$$(id -u 2>/dev/null)" = 0 ] && echo --allow-root)
 
 # Notebook outputs are compared digit for digit: fix the thread count so every machine computes the same sums.
 # Notebooks run side by side (see JOBS), so idle OpenMP threads sleep rather than spin (same results, less CPU).
@@ -35,6 +47,9 @@ NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE PYTHONHASH
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); echo $$((n > 8 ? 8 : n)))
 UI_JOBS := $(shell echo $$(($(JOBS) > 4 ? 4 : $(JOBS))))
 XDIST := -n $(JOBS)
+# The same notebooks again as another CPU would compute them: ATen's non-vectorised kernels and MKL's
+# conditional-reproducibility path change the last bits of float32 sums, as an AVX2 or ARM machine does.
+OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises bench gpu-check clean
@@ -45,12 +60,13 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-e ".[$(EXTRAS)]" "torch==$(TORCH_VERSION)"
+		$(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 lab: setup
-	$(BIN)/jupyter lab --no-browser --port=$(LAB_PORT) $(LAB_ARGS) course/00_start_here.ipynb
+	@if [ -n "$(LAB_ROOT)" ]; then echo "make lab: running as root, so JupyterLab starts with --allow-root"; fi
+	$(BIN)/jupyter lab --no-browser --port=$(LAB_PORT) $(LAB_ROOT) $(LAB_ARGS) course/00_start_here.ipynb
 
 test: chromium-start lint unit ui nbval
 
@@ -82,13 +98,16 @@ chromium:
 		flock -w 900 $(CHROMIUM_LOCK) true; cat $(CHROMIUM_LOG) 2>/dev/null; rm -f $(CHROMIUM_LOG); fi
 	@bash scripts/install_chromium.sh
 
-# Lecture notebooks and solutions must reproduce their stored outputs (strict); in solutions a wrong
-# answer fails the run (ATTN_EDU_STRICT=1 makes check() raise; notebook 00 shows a failing check on purpose).
-# Untouched exercises must run to the end (lax).
+# Lecture notebooks and solutions must reproduce their stored outputs (strict), natively and as another CPU
+# computes them (OTHER_CPU); in solutions a wrong answer fails the run (ATTN_EDU_STRICT=1 makes check() raise;
+# notebook 00 shows a failing check on purpose). Untouched exercises must run to the end (lax).
 nbval: setup
 	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
 	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
 	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval-lax $(NBVAL) exercises || test $$? -eq 5
+	@echo "nbval again, as another CPU computes: $(OTHER_CPU)"
+	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
+	$(NB_ENV) $(OTHER_CPU) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
 
 notebooks: setup
 	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \

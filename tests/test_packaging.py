@@ -57,10 +57,27 @@ def test_optional_extras_are_declared() -> None:
 def test_makefile_pins_torch_and_ci_runs_make_test() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^TORCH_VERSION \?= 2\.13\.0$", makefile, re.M)
-    assert '"torch==$(TORCH_VERSION)"' in makefile
+    assert "TORCH_SPEC := torch==$(TORCH_VERSION)\n" in makefile
+    assert '"$(TORCH_SPEC)"' in makefile
     commands = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     commands = [c for c in commands if c and not c.startswith(("#", "set ", "cd "))]
     assert commands == ["make test"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="make is not a Windows tool")
+@pytest.mark.parametrize(
+    ("switch", "spec", "index"), [([], "torch==2.13.0", False), (["TORCH_CPU=1"], "torch==2.13.0+cpu", True)]
+)
+def test_torch_cpu_switch_installs_the_cpu_build(
+    tmp_path: Path, switch: list[str], spec: str, index: bool
+) -> None:
+    """`make setup TORCH_CPU=1` asks for PyTorch's CPU-only wheel from its own index; the default asks PyPI."""
+    dry_run = subprocess.run(
+        ["make", "-n", "-B", "setup", f"VENV={tmp_path / 'venv'}", *switch],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f'"{spec}"' in dry_run
+    assert ("--extra-index-url https://download.pytorch.org/whl/cpu" in dry_run) is index
 
 
 def _free_port() -> int:
@@ -74,9 +91,8 @@ def _free_port() -> int:
 def test_make_lab_serves_jupyterlab(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    args = (
-        "--ip=127.0.0.1 --IdentityProvider.token= --ServerApp.password= --LabApp.news_url=None --allow-root"
-    )
+    # No --allow-root here: `make lab` adds it by itself when it runs as root (as this machine and CI do).
+    args = "--ip=127.0.0.1 --IdentityProvider.token= --ServerApp.password= --LabApp.news_url=None"
     proc = subprocess.Popen(
         ["make", "-s", "lab", f"LAB_PORT={port}", f"LAB_ARGS={args}"],
         cwd=ROOT,
@@ -93,13 +109,18 @@ def test_make_lab_serves_jupyterlab(tmp_path: Path) -> None:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5) as response:
                     body = response.read().decode(errors="replace")
                 assert response.status == 200 and "JupyterLab" in body
-                return
+                break
             except OSError as err:
                 last_error = err
                 time.sleep(1)
-        pytest.fail(f"JupyterLab did not answer on /lab within 90 s: {last_error}")
+        else:
+            pytest.fail(f"JupyterLab did not answer on /lab within 90 s: {last_error}")
     finally:
         _stop(proc)
+    printed = proc.stdout.read().decode(errors="replace")
+    assert f"http://127.0.0.1:{port}/lab" in printed, printed[-2000:]  # the URL to open
+    if os.geteuid() == 0:
+        assert "running as root, so JupyterLab starts with --allow-root" in printed
 
 
 def _stop(proc: subprocess.Popen) -> None:
