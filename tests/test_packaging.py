@@ -150,3 +150,36 @@ def test_readme_map_matches_the_files() -> None:
         for module in re.findall(r"`([\w.]+)`", modules_cell):
             path = ROOT / "attn_edu" / module.replace(".", "/")
             assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), module
+
+
+def test_a_kernel_that_dies_while_starting_is_started_again() -> None:
+    from conftest import retry_kernel_start
+
+    calls = []
+
+    def flaky_start(**kwargs):
+        calls.append(kwargs)
+        if len(calls) < 3:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "km", "kc"
+
+    assert retry_kernel_start(flaky_start)(kernel_name="python") == ("km", "kc")
+    assert calls == [{"kernel_name": "python"}] * 3
+
+    def always_dies(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="Kernel died"):
+        retry_kernel_start(always_dies, attempts=2)()
+    assert len(calls) == 2
+
+    def other_error(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="didn't respond"):
+        retry_kernel_start(other_error)()
+    assert len(calls) == 1  # only a dead kernel is retried
