@@ -1,4 +1,4 @@
-"""Checks of notebook 09 (`attn_edu.checks.architectures`): right answers pass, stubs are not attempted,
+"""Checks of notebook 09 (`attn_edu.grading.checks.architectures`): right answers pass, stubs are not attempted,
 mistakes are named."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_edu import grading
-from attn_edu.grade import GRADER_SEED
 from attn_edu.grading import Status, check
+from attn_edu.grading.command import GRADER_SEED
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import span_corruption, span_uncorrupt
 
 IDS = ("09.1", "09.2", "09.3", "09.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: plain loops, torch's own loss module, a model built and counted.
@@ -88,7 +89,7 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 def test_mlm_cases_exercise_every_band_and_the_specials() -> None:
     # The mistakes can only be told apart if each case has masked, random, kept and unpicked tokens.
     for seed in (0, GRADER_SEED):
-        for case in grading.make_cases(EXERCISES["09.1"], seed):
+        for case in make_cases(EXERCISES["09.1"], seed):
             ids, u, _, _, specials = case.args
             plain = ~torch.isin(ids, specials)
             for low, high in ((0.0, 0.12), (0.12, 0.135), (0.135, 0.15), (0.15, 1.0)):

@@ -1,4 +1,4 @@
-"""Checks of notebook 08 (`attn_edu.checks.blocks`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 08 (`attn_edu.grading.checks.blocks`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import grading
-from attn_edu.checks.blocks import toy_sublayers
 from attn_edu.grading import Status, check
+from attn_edu.grading.checks.blocks import toy_sublayers
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("08.1", "08.2", "08.3", "08.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: PyTorch's own modules and plain formulas, not the references' code.
@@ -65,7 +66,7 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 def test_rms_norm_without_eps_is_named_however_it_is_written() -> None:
     result = check("08.1", lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * w)
     assert result.status is Status.FAIL and "eps is missing" in result.hint
-    zero_token = next(c for c in grading.make_cases(EXERCISES["08.1"], 0) if (c.args[0] == 0).all(-1).any())
+    zero_token = next(c for c in make_cases(EXERCISES["08.1"], 0) if (c.args[0] == 0).all(-1).any())
     x, w, _ = zero_token.args
     assert torch.isnan(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * w).any()  # what eps prevents
 
@@ -86,7 +87,7 @@ def test_toy_sublayers_are_seeded_and_leave_the_global_rng_alone() -> None:
 
 def test_pre_and_post_norm_references_differ_on_the_cases() -> None:
     # The exercises only teach something if the two placements give different answers on the inputs.
-    cases = grading.make_cases(EXERCISES["08.2"], 0)
+    cases = make_cases(EXERCISES["08.2"], 0)
     for case in cases:
         pre = EXERCISES["08.2"].reference(*case.args)
         post = EXERCISES["08.3"].reference(*case.args)

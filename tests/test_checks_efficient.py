@@ -1,4 +1,4 @@
-"""Checks of notebook 11 (`attn_edu.checks.efficient`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 11 (`attn_edu.grading.checks.efficient`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("11.1", "11.2", "11.3", "11.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: loops, the quadratic form of linear attention, Mixtral-style routing.
@@ -68,14 +69,14 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 
 def test_cases_cover_cached_keys_heads_and_both_window_kinds() -> None:
-    window_cases = grading.make_cases(EXERCISES["11.1"], 0)
+    window_cases = make_cases(EXERCISES["11.1"], 0)
     assert any(c.args[0] != c.args[1] for c in window_cases)
     assert {c.kwargs.get("causal", True) for c in window_cases} == {True, False}
-    linear_cases = grading.make_cases(EXERCISES["11.2"], 0)
+    linear_cases = make_cases(EXERCISES["11.2"], 0)
     assert any(c.args[0].shape[-2] < c.args[1].shape[-2] for c in linear_cases)  # T < S
     assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in linear_cases)  # odd H
     assert any(c.args[0].shape[-1] != c.args[2].shape[-1] for c in linear_cases)  # D != Dv
-    router_cases = grading.make_cases(EXERCISES["11.4"], 0)
+    router_cases = make_cases(EXERCISES["11.4"], 0)
     assert {c.args[2] for c in router_cases} >= {1, 2, 3}
 
 

@@ -1,4 +1,4 @@
-"""Checks of notebook 12 (`attn_edu.checks.flash`): independent right answers pass, the cases hold the hard inputs,
+"""Checks of notebook 12 (`attn_edu.grading.checks.flash`): independent right answers pass, the cases hold the hard inputs,
 and mistakes written differently from the known variants are still named. (Reference, stub and each known
 mistake: tests/test_checks_registry.py.)"""
 
@@ -10,12 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import grading
-from attn_edu.checks import flash as flash_checks
 from attn_edu.grading import Status, check
+from attn_edu.grading.checks import flash as flash_checks
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("12.1", "12.2", "12.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: the exercise's own driver with a right update step, PyTorch's SDPA, float64.
@@ -55,15 +56,15 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 def test_cases_cover_the_hard_inputs() -> None:
     # 12.1: scores large enough that exp(x) overflows; 12.2: T > S causal (queries with no key), T < S,
     # tiles that do not divide the lengths, odd head counts; 12.3: a row with m = -inf and l = 0.
-    online = grading.make_cases(EXERCISES["12.1"], 0)
+    online = make_cases(EXERCISES["12.1"], 0)
     assert any(bool(torch.isinf(torch.exp(c.args[0])).any()) for c in online)
-    tiled = grading.make_cases(EXERCISES["12.2"], 0)
+    tiled = make_cases(EXERCISES["12.2"], 0)
     shapes = [(c.args[0].shape, c.args[1].shape[-2], c.kwargs) for c in tiled]
     assert any(kw.get("is_causal") and q[-2] > S for q, S, kw in shapes)
     assert any(kw.get("is_causal") and q[-2] < S for q, S, kw in shapes)
     assert any(q[-2] % kw["block_q"] and S % kw["block_k"] for q, S, kw in shapes)
     assert any(q[1] % 2 == 1 and q[1] > 1 for q, _, _ in shapes)
-    lse = grading.make_cases(EXERCISES["12.3"], 0)
+    lse = make_cases(EXERCISES["12.3"], 0)
     assert any(bool((c.args[1] == 0).any() & torch.isneginf(c.args[0]).any()) for c in lse)
 
 

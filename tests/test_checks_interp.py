@@ -1,15 +1,16 @@
-"""Checks of notebook 13 (`attn_edu.checks.interp`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 13 (`attn_edu.grading.checks.interp`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("13.1", "13.2", "13.3", "13.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: plain loops over queries, heads and channels.
@@ -69,13 +70,13 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 
 def test_cases_cover_a_kv_cache_odd_heads_and_ties() -> None:
-    cases = grading.make_cases(EXERCISES["13.1"], 0)
+    cases = make_cases(EXERCISES["13.1"], 0)
     shapes = [tuple(c.args[0].shape) for c in cases]
     assert any(T != S for *_, T, S in shapes) and any(H % 2 == 1 and H > 1 for _, H, _, _ in shapes)
     for case in cases:  # the inputs are causal attention patterns: rows sum to 1, nothing above the diagonal
         w = case.args[0]
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
-    importance = [c.args[0] for c in grading.make_cases(EXERCISES["13.4"], 0)]
+    importance = [c.args[0] for c in make_cases(EXERCISES["13.4"], 0)]
     assert any(len(set(i.flatten().tolist())) < i.numel() for i in importance)
 
 

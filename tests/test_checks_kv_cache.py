@@ -1,15 +1,16 @@
-"""Checks of notebook 10 (`attn_edu.checks.kv_cache`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 10 (`attn_edu.grading.checks.kv_cache`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("10.1", "10.2", "10.3", "10.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: plain loops, a preallocated buffer, Hugging Face's logits warpers.
@@ -63,7 +64,7 @@ def test_hugging_face_warpers_pass(exercise_id: str, warper: str) -> None:
 def test_the_probabilities_of_the_references_sum_to_one_on_their_support() -> None:
     for exercise_id in ("10.3", "10.4"):
         exercise = EXERCISES[exercise_id]
-        for case in grading.make_cases(exercise, 0):
+        for case in make_cases(exercise, 0):
             probs = exercise.reference(*case.args)
             torch.testing.assert_close(probs.sum(dim=-1), torch.ones(probs.shape[:-1]))
     logits, k = EXERCISES["10.3"].make_cases(torch.Generator().manual_seed(0))[0].args

@@ -1,4 +1,4 @@
-"""Checks of notebook 04 (`attn_edu.checks.masks`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 04 (`attn_edu.grading.checks.masks`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("04.1", "04.2", "04.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: PyTorch's own helpers and plain loops.

@@ -1,4 +1,4 @@
-"""Checks of notebook 05 (`attn_edu.checks.multihead`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 05 (`attn_edu.grading.checks.multihead`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("05.1", "05.2", "05.3", "05.4")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: loops over heads, torch.nn.MultiheadAttention, index arithmetic.

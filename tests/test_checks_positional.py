@@ -1,4 +1,4 @@
-"""Checks of notebook 06 (`attn_edu.checks.positional`): right answers pass, stubs are not attempted,
+"""Checks of notebook 06 (`attn_edu.grading.checks.positional`): right answers pass, stubs are not attempted,
 mistakes are named."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import math
 import pytest
 import torch
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("06.1", "06.2", "06.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions, written the way a learner would, not with the references' code.
@@ -59,7 +60,7 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 
 def test_cases_cover_t_not_equal_s_and_odd_head_counts() -> None:
-    cases = grading.make_cases(EXERCISES["06.2"], 0)
+    cases = make_cases(EXERCISES["06.2"], 0)
     assert any(T != S for _, T, S in (c.args for c in cases))
     assert any(len(slopes) % 2 == 1 for slopes, _, _ in (c.args for c in cases))
 

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import attn_edu.checks  # noqa: F401  (registers every exercise)
-from attn_edu import grading
-from attn_edu.grade import GRADER_SEED
 from attn_edu.grading import Status, check
+from attn_edu.grading.command import GRADER_SEED
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.judge import judge
+from attn_edu.grading.registry import exercises
+from attn_edu.grading.run import run_case
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = grading.exercises()
+EXERCISES = exercises()
 IDS = sorted(EXERCISES)
 MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
 CONCEPT_MODULES = ("retrieval", "attention", "masks", "multihead", "positional", "rope", "objectives")
@@ -29,7 +31,7 @@ CONCEPT_MODULES += ("params", "kv_cache", "generation", "efficient", "flash", "i
 def _package_twin(exercise_id: str):
     """The package's own function of the same name, when it takes the exercise's arguments."""
     exercise = EXERCISES[exercise_id]
-    case = grading.make_cases(exercise, 0)[0]
+    case = make_cases(exercise, 0)[0]
     for name in CONCEPT_MODULES:
         module = importlib.import_module(f"attn_edu.{name}")
         twin = getattr(module, exercise.function_name, None)
@@ -71,9 +73,9 @@ def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
     mistake = exercise.mistakes[index]
     result = check(exercise_id, mistake.fn)
     assert result.status is Status.FAIL and result.hint == mistake.message, result
-    cases = grading.make_cases(exercise, GRADER_SEED)  # the grading command's inputs
-    outcomes = [grading.run_case(mistake.fn, case, None) for case in cases]
-    graded = grading.judge(exercise, cases, outcomes)
+    cases = make_cases(exercise, GRADER_SEED)  # the grading command's inputs
+    outcomes = [run_case(mistake.fn, case, None) for case in cases]
+    graded = judge(exercise, cases, outcomes)
     assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
 
 
@@ -94,6 +96,6 @@ def test_the_package_twin_is_reported_not_passed(exercise_id: str) -> None:
         assert result.status is Status.FAIL and result.points == 0, result
         assert name in result.message and "yourself" in result.hint
     # the grading command judges the same outcome
-    cases = grading.make_cases(EXERCISES[exercise_id], GRADER_SEED)
-    graded = grading.judge(EXERCISES[exercise_id], cases, [grading.run_case(wrapped, cases[0], None)])
+    cases = make_cases(EXERCISES[exercise_id], GRADER_SEED)
+    graded = judge(EXERCISES[exercise_id], cases, [run_case(wrapped, cases[0], None)])
     assert graded.status is Status.FAIL and name in graded.message

@@ -1,4 +1,4 @@
-"""Checks of notebook 01 (`attn_edu.checks.retrieval`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 01 (`attn_edu.grading.checks.retrieval`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import math
 import pytest
 import torch
 
-from attn_edu import grading, retrieval
+from attn_edu import retrieval
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("01.1", "01.2", "01.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: loops, einsum and log-sum-exp, not the references' code.
@@ -46,11 +48,11 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 def test_cases_cover_t_not_s_odd_heads_and_non_powers_of_two() -> None:
     for exercise_id in ("01.1", "01.3"):
-        cases = grading.make_cases(EXERCISES[exercise_id], 0)
+        cases = make_cases(EXERCISES[exercise_id], 0)
         assert any(c.args[0].shape[-2] != c.args[1].shape[-2] for c in cases)
         assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in cases)
         assert any(c.args[0].shape[-1] & (c.args[0].shape[-1] - 1) for c in cases)
-    nw = grading.make_cases(EXERCISES["01.2"], 0)
+    nw = make_cases(EXERCISES["01.2"], 0)
     assert all(c.kwargs["bandwidth"] != 1.0 for c in nw)  # σ, σ² and σ⁴ must differ
     assert any(len(c.args[0]) != len(c.args[1]) for c in nw)
 

@@ -1,4 +1,4 @@
-"""Checks of notebook 07 (`attn_edu.checks.rope`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 07 (`attn_edu.grading.checks.rope`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import math
 import pytest
 import torch
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("07.1", "07.2", "07.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: explicit 2x2 rotations and complex numbers, not the references' code.
@@ -62,7 +63,7 @@ def test_offset_score_really_is_the_score_at_absolute_positions() -> None:
     from attn_edu.rope import apply_rope
 
     exercise = EXERCISES["07.2"]
-    q, k, delta = grading.make_cases(exercise, 0)[1].args
+    q, k, delta = make_cases(exercise, 0)[1].args
     n = torch.arange(len(delta)) * 37 + 5
     q_rot = apply_rope(q[:, None, :], (n + delta)[:, None])[:, 0]
     k_rot = apply_rope(k[:, None, :], n[:, None])[:, 0]

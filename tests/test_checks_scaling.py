@@ -1,4 +1,4 @@
-"""Checks of notebook 03 (`attn_edu.checks.scaling`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 03 (`attn_edu.grading.checks.scaling`): right answers pass, stubs are not attempted, mistakes are named."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from attn_edu import grading
 from attn_edu.grading import Status, check
+from attn_edu.grading.registry import get_exercise
 
 IDS = ("03.1", "03.2", "03.3")
-EXERCISES = {eid: grading.get_exercise(eid) for eid in IDS}
+EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: plain loops and other PyTorch routes, not the references' code.

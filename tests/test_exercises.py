@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from attn_edu import exercises
-from attn_edu.exercises import BEGIN, END, MarkerError
+from attn_edu.grading import generate as exercises
+from attn_edu.grading.generate import BEGIN, END, MarkerError
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
@@ -113,7 +113,10 @@ def _code(source: str) -> nbformat.NotebookNode:
         ("# Exercise 02.1: t\n## BEGIN SOLUTION\n### END SOLUTION", "line 2: malformed"),
         ("# Exercise 02.1: t\n### BEGIN SOLUTION\n### END SOLUTION\n# Exercise 02.2: u", "line 4: a second"),
         ("# Exercise 02.1: t\nx = 1", "has no '### BEGIN SOLUTION' region"),
-        ("# Exercise 02.9: t\n### BEGIN SOLUTION\n### END SOLUTION", "02.9 has no registered check"),
+        (
+            "# Exercise 02.9: t\n### BEGIN SOLUTION\n### END SOLUTION",
+            "02.9 has no check in attn_edu.grading.checks",
+        ),
         ("# Exercise 03.1: t\n### BEGIN SOLUTION\n### END SOLUTION", "03.1 in notebook 02"),
     ],
 )

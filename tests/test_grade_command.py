@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_edu import grade
-from attn_edu.grading import Outcome
+from attn_edu.grading import command, protocol
+from attn_edu.grading.protocol import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product.ipynb"
@@ -218,9 +218,9 @@ def test_command_output_and_exit_code(graded: dict) -> None:
 
 def test_all_pass_exits_zero_and_grader_failure_exits_two(tmp_path: Path) -> None:
     json_path = tmp_path / "grades.json"
-    assert grade.main([str(SOLUTION), "--json", str(json_path), *LIMITS]) == 0
+    assert command.main([str(SOLUTION), "--json", str(json_path), *LIMITS]) == 0
     assert _load(json_path)["submissions"][0]["passed"] is True
-    assert grade.main([str(tmp_path / "missing.ipynb"), "--json", str(json_path)]) == 2
+    assert command.main([str(tmp_path / "missing.ipynb"), "--json", str(json_path)]) == 2
     assert "no notebook or folder" in _load(json_path)["error"]
 
 
@@ -230,9 +230,9 @@ def test_all_pass_exits_zero_and_grader_failure_exits_two(tmp_path: Path) -> Non
 
 def test_decode_outcome_reads_plain_numbers() -> None:
     raw = {"kind": "tensor", "dtype": "float32", "shape": [2, 2], "data": [1.0, "nan", 2, "-inf"]}
-    out = grade.decode_outcome(raw, max_elements=4)
+    out = protocol.decode_outcome(raw, max_elements=4)
     assert out.kind == "tensor" and out.tensor.shape == (2, 2) and math.isnan(out.tensor[0, 1])
-    big = grade.decode_outcome({"kind": "oversized", "dtype": "bool", "shape": [10**6, 10**6]}, 100)
+    big = protocol.decode_outcome({"kind": "oversized", "dtype": "bool", "shape": [10**6, 10**6]}, 100)
     assert big.tensor.shape == (10**6, 10**6)  # only the shape, for the message
 
 
@@ -255,8 +255,8 @@ def test_decode_outcome_reads_plain_numbers() -> None:
     ],
 )
 def test_decode_outcome_rejects_malformed_results(raw: object) -> None:
-    with pytest.raises(grade.SchemaError):
-        grade.decode_outcome(raw, max_elements=10)
+    with pytest.raises(protocol.SchemaError):
+        protocol.decode_outcome(raw, max_elements=10)
 
 
 def test_read_events_ignores_bad_lines(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_read_events_ignores_bad_lines(tmp_path: Path) -> None:
         "[" * 100000,
     ]
     results.write_text("\n".join(lines), encoding="utf-8")
-    parsed = grade.read_events(results, {"02.1": [10], "02.2": [10]})
+    parsed = protocol.read_events(results, {"02.1": [10], "02.2": [10]})
     assert parsed["started"] and not parsed["done"]
     assert parsed["outcomes"] == {"02.1": [Outcome("error", detail="x [2J")]}
     assert len(parsed["notes"]) == 4

@@ -5,24 +5,27 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import grading
-from attn_edu.grade import GRADER_SEED
 from attn_edu.grading import Status, check, hint
+from attn_edu.grading.command import GRADER_SEED
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.judge import judge
+from attn_edu.grading.notebook import submitted
+from attn_edu.grading.registry import CHECK_MODULES, collect, exercises, get_exercise
+from attn_edu.grading.run import ExerciseTimeout, one_thread, run_case, time_limit, watch_shortcuts
 
-EXERCISES = {
-    i: e for i, e in grading.exercises().items() if i.startswith("02.")
-}  # other notebooks: own tests
+EXERCISES = {i: e for i, e in exercises().items() if i.startswith("02.")}  # other notebooks: own tests
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
-    with grading.one_thread():  # as check() does; direct judge() calls here run on tiny tensors too
+    with one_thread():  # as check() does; direct judge() calls here run on tiny tensors too
         yield
 
 
@@ -89,9 +92,9 @@ def test_each_mistake_is_named(exercise_id: str, index: int) -> None:
 @pytest.mark.parametrize("exercise_id, index", MISTAKES)
 def test_each_mistake_is_named_on_the_graders_cases(exercise_id: str, index: int) -> None:
     exercise = EXERCISES[exercise_id]
-    cases = grading.make_cases(exercise, GRADER_SEED)
-    outcomes = [grading.run_case(exercise.mistakes[index].fn, c, None) for c in cases]
-    result = grading.judge(exercise, cases, outcomes)
+    cases = make_cases(exercise, GRADER_SEED)
+    outcomes = [run_case(exercise.mistakes[index].fn, c, None) for c in cases]
+    result = judge(exercise, cases, outcomes)
     assert result.status is Status.FAIL and result.hint == exercise.mistakes[index].message, result
 
 
@@ -110,7 +113,7 @@ def test_nan_in_fully_masked_rows_fails_the_property() -> None:
 
 def test_unknown_mistake_gets_numbers_and_a_diagnosis() -> None:
     def halves(q, k, mask=None):
-        return grading.get_exercise("02.1").reference(q, k, mask) / 2
+        return get_exercise("02.1").reference(q, k, mask) / 2
 
     result = check("02.1", halves)
     assert result.status is Status.FAIL
@@ -141,7 +144,7 @@ def test_not_implemented_is_not_attempted() -> None:
         (lambda q, k, mask=None: (_ for _ in ()).throw(SystemExit(3)), Status.ERROR, "SystemExit"),
         (lambda q, k, mask=None: (k @ q.transpose(-2, -1)).softmax(-1), Status.FAIL, "expected shape"),
         (
-            lambda q, k, mask=None: grading.get_exercise("02.1").reference(q.double(), k.double(), mask),
+            lambda q, k, mask=None: get_exercise("02.1").reference(q.double(), k.double(), mask),
             Status.FAIL,
             "dtype",
         ),
@@ -165,9 +168,9 @@ def test_a_slow_function_times_out() -> None:
 
 
 def test_time_limits_nest() -> None:
-    with pytest.raises(grading.ExerciseTimeout):
-        with grading.time_limit(0.3):
-            with grading.time_limit(5):
+    with pytest.raises(ExerciseTimeout):
+        with time_limit(0.3):
+            with time_limit(5):
                 pass
             while True:  # the outer limit still fires after the inner one ended
                 time.sleep(0.01)
@@ -180,7 +183,7 @@ def test_unknown_id_and_non_function_do_not_raise() -> None:
 
 def test_strict_mode_raises_for_anything_but_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTN_EDU_STRICT", "1")
-    assert check("02.3", grading.get_exercise("02.3").reference).passed
+    assert check("02.3", get_exercise("02.3").reference).passed
     with pytest.raises(AssertionError, match="02.3"):
         check("02.3", lambda lengths, T: None)
 
@@ -192,7 +195,7 @@ def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPat
         raise AssertionError("the grading process calls it itself")
 
     check("02.3", never_called)
-    assert grading._submitted.pop("02.3") is never_called
+    assert submitted("02.3") is never_called
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -200,8 +203,8 @@ def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPat
 
 
 def test_result_shows_as_coloured_line() -> None:
-    passed = check("02.3", grading.get_exercise("02.3").reference)
-    failed = check("02.3", lambda lengths, T: ~grading.get_exercise("02.3").reference(lengths, T))
+    passed = check("02.3", get_exercise("02.3").reference)
+    failed = check("02.3", lambda lengths, T: ~get_exercise("02.3").reference(lengths, T))
     assert repr(passed).startswith("✔ Exercise 02.3 passed") and "#1a7f37" in passed._repr_html_()
     assert repr(failed).startswith("✘ Exercise 02.3 failed") and "#cf222e" in failed._repr_html_()
     assert "Hint: the mask is inverted" in repr(failed)
@@ -214,9 +217,12 @@ def test_hints_come_in_tiers() -> None:
     assert hint("02.2", 99).text == tiers[-1]
 
 
-def test_an_id_is_registered_once() -> None:
-    with pytest.raises(ValueError, match="already registered"):
-        grading.register(dataclasses.replace(EXERCISES["02.1"], title="again"))
+def test_an_id_is_listed_once() -> None:
+    again = SimpleNamespace(
+        __name__="again", EXERCISES=(dataclasses.replace(EXERCISES["02.1"], title="again"),)
+    )
+    with pytest.raises(ValueError, match="02.1.*appears twice"):
+        collect((*CHECK_MODULES, again))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,10 +250,10 @@ def test_classes_methods_and_context_managers_of_the_package_count() -> None:
     from attn_edu.multihead import MultiHeadAttention
 
     given = MultiHeadAttention(8, 2)  # as a case would hand over a model
-    with grading.watch_shortcuts() as called:
+    with watch_shortcuts() as called:
         given(torch.randn(1, 3, 8))  # using a model handed over: forward runs from torch's Module.__call__
     assert called == []
-    with grading.watch_shortcuts() as called:
+    with watch_shortcuts() as called:
         attn = MultiHeadAttention(8, 2)
         with gate_heads(attn, torch.ones(2)):  # entered through contextlib
             pass

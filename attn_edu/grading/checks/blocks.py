@@ -19,7 +19,7 @@ from torch import nn
 
 from attn_edu._validate import check_positive_int
 from attn_edu.blocks import FeedForward, PostNormEncoderBlock, PreNormEncoderBlock, RMSNorm, SwiGLUFeedForward
-from attn_edu.grading import Case, Exercise, Mistake, register
+from attn_edu.grading.exercise import Case, Exercise, Mistake
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -55,60 +55,55 @@ def _mean_square(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return x.pow(2).mean(dim=dim, keepdim=True)
 
 
-RMS_NORM = register(
-    Exercise(
-        exercise_id="08.1",
-        title="RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last dim",
-        function_name="rms_norm",
-        arg_names=("x", "weight", "eps"),
-        reference=_rms_reference,
-        make_cases=_rms_cases,
-        mistakes=(
-            Mistake(
-                lambda x, w, eps: (
-                    (x - x.mean(-1, keepdim=True))
-                    / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
-                    * w
-                ),
-                "the mean is subtracted: that is LayerNorm (without a bias). RMSNorm divides x itself by "
-                "its root mean square, with no centring.",
+RMS_NORM = Exercise(
+    exercise_id="08.1",
+    title="RMSNorm: x / sqrt(mean(x²) + eps) · weight over the last dim",
+    function_name="rms_norm",
+    arg_names=("x", "weight", "eps"),
+    reference=_rms_reference,
+    make_cases=_rms_cases,
+    mistakes=(
+        Mistake(
+            lambda x, w, eps: (
+                (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w
             ),
-            Mistake(
-                lambda x, w, eps: x / torch.sqrt(_mean_square(x) + eps),
-                "the gain is missing: multiply the normalised x by weight (one number per channel).",
-            ),
-            Mistake(
-                lambda x, w, eps: x / torch.sqrt(_mean_square(x)) * w,
-                "eps is missing: a token whose values are all (nearly) 0 divides by (nearly) 0. "
-                "Add eps inside the square root: sqrt(mean(x²) + eps).",
-            ),
-            Mistake(
-                lambda x, w, eps: x / (torch.sqrt(_mean_square(x)) + eps) * w,
-                "eps is added outside the square root; RMSNorm adds it to the mean square: "
-                "sqrt(mean(x²) + eps).",
-            ),
-            Mistake(
-                lambda x, w, eps: x / (_mean_square(x) + eps) * w,
-                "the square root is missing: divide by the root mean square sqrt(mean(x²) + eps), not "
-                "by the mean square.",
-            ),
-            Mistake(
-                lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=-2) + eps) * w,
-                "the mean runs over the tokens (dim=-2); each token is normalised over its own channels: "
-                "mean over dim=-1 with keepdim=True.",
-            ),
-            Mistake(
-                lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=0) + eps) * w,
-                "the mean runs over dim 0 (across the batch, like BatchNorm); each token is normalised "
-                "over its own channels: mean over dim=-1 with keepdim=True.",
-            ),
+            "the mean is subtracted: that is LayerNorm (without a bias). RMSNorm divides x itself by "
+            "its root mean square, with no centring.",
         ),
-        hints=(
-            "one statistic per token: the mean of x² over the last dim (keepdim=True, so it broadcasts).",
-            "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps); no mean is subtracted.",
-            "return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.",
+        Mistake(
+            lambda x, w, eps: x / torch.sqrt(_mean_square(x) + eps),
+            "the gain is missing: multiply the normalised x by weight (one number per channel).",
         ),
-    )
+        Mistake(
+            lambda x, w, eps: x / torch.sqrt(_mean_square(x)) * w,
+            "eps is missing: a token whose values are all (nearly) 0 divides by (nearly) 0. "
+            "Add eps inside the square root: sqrt(mean(x²) + eps).",
+        ),
+        Mistake(
+            lambda x, w, eps: x / (torch.sqrt(_mean_square(x)) + eps) * w,
+            "eps is added outside the square root; RMSNorm adds it to the mean square: sqrt(mean(x²) + eps).",
+        ),
+        Mistake(
+            lambda x, w, eps: x / (_mean_square(x) + eps) * w,
+            "the square root is missing: divide by the root mean square sqrt(mean(x²) + eps), not "
+            "by the mean square.",
+        ),
+        Mistake(
+            lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=-2) + eps) * w,
+            "the mean runs over the tokens (dim=-2); each token is normalised over its own channels: "
+            "mean over dim=-1 with keepdim=True.",
+        ),
+        Mistake(
+            lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=0) + eps) * w,
+            "the mean runs over dim 0 (across the batch, like BatchNorm); each token is normalised "
+            "over its own channels: mean over dim=-1 with keepdim=True.",
+        ),
+    ),
+    hints=(
+        "one statistic per token: the mean of x² over the last dim (keepdim=True, so it broadcasts).",
+        "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps); no mean is subtracted.",
+        "return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.",
+    ),
 )
 
 
@@ -210,48 +205,45 @@ def _pre_parallel(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tensor:
     return (x + attn(attn_norm(x)) + ffn(ffn_norm(x))).detach()
 
 
-PRE_NORM_BLOCK = register(
-    Exercise(
-        exercise_id="08.2",
-        title="a pre-norm block: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))",
-        function_name="pre_norm_block",
-        arg_names=("x", "num_heads", "seed"),
-        reference=_pre_norm_reference,
-        make_cases=_block_cases,
-        mistakes=(
-            Mistake(
-                _post_norm_reference,
-                "the norm comes after the residual sum: that is post-norm, norm(x + attn(x)). Pre-norm "
-                "normalises only the sub-layer's input and adds its output to the raw x: "
-                "x + attn(attn_norm(x)).",
-            ),
-            Mistake(
-                _pre_normalised_skip,
-                "the skip connection carries the normalised x (h + attn(h) with h = attn_norm(x)); it "
-                "must carry x itself: x + attn(attn_norm(x)). Only the sub-layer sees the norm.",
-            ),
-            Mistake(
-                _pre_swapped_norms,
-                "the norms are swapped: attn_norm belongs in front of attention, ffn_norm in front of "
-                "the FFN.",
-            ),
-            Mistake(
-                _pre_no_residual,
-                "there are no residual additions: each sub-layer's output must be added to its input, "
-                "x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)).",
-            ),
-            Mistake(
-                _pre_parallel,
-                "attention and the FFN both read the block's input (a 'parallel' block, as in GPT-J); "
-                "here the FFN reads the stream *after* attention was added: update x first.",
-            ),
+PRE_NORM_BLOCK = Exercise(
+    exercise_id="08.2",
+    title="a pre-norm block: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))",
+    function_name="pre_norm_block",
+    arg_names=("x", "num_heads", "seed"),
+    reference=_pre_norm_reference,
+    make_cases=_block_cases,
+    mistakes=(
+        Mistake(
+            _post_norm_reference,
+            "the norm comes after the residual sum: that is post-norm, norm(x + attn(x)). Pre-norm "
+            "normalises only the sub-layer's input and adds its output to the raw x: "
+            "x + attn(attn_norm(x)).",
         ),
-        hints=(
-            "two residual steps in a row; in each, only the sub-layer's input is normalised.",
-            "x = x + attn(attn_norm(x)) first; the FFN step then reads this new x.",
-            "x = x + attn(attn_norm(x)); return x + ffn(ffn_norm(x)).",
+        Mistake(
+            _pre_normalised_skip,
+            "the skip connection carries the normalised x (h + attn(h) with h = attn_norm(x)); it "
+            "must carry x itself: x + attn(attn_norm(x)). Only the sub-layer sees the norm.",
         ),
-    )
+        Mistake(
+            _pre_swapped_norms,
+            "the norms are swapped: attn_norm belongs in front of attention, ffn_norm in front of the FFN.",
+        ),
+        Mistake(
+            _pre_no_residual,
+            "there are no residual additions: each sub-layer's output must be added to its input, "
+            "x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)).",
+        ),
+        Mistake(
+            _pre_parallel,
+            "attention and the FFN both read the block's input (a 'parallel' block, as in GPT-J); "
+            "here the FFN reads the stream *after* attention was added: update x first.",
+        ),
+    ),
+    hints=(
+        "two residual steps in a row; in each, only the sub-layer's input is normalised.",
+        "x = x + attn(attn_norm(x)) first; the FFN step then reads this new x.",
+        "x = x + attn(attn_norm(x)); return x + ffn(ffn_norm(x)).",
+    ),
 )
 
 
@@ -282,47 +274,45 @@ def _post_no_residual(x: torch.Tensor, num_heads: int, seed: int) -> torch.Tenso
     return ffn_norm(ffn(attn_norm(attn(x)))).detach()
 
 
-POST_NORM_BLOCK = register(
-    Exercise(
-        exercise_id="08.3",
-        title="a post-norm block: attn_norm(x + attn(x)), then ffn_norm(x + ffn(x))",
-        function_name="post_norm_block",
-        arg_names=("x", "num_heads", "seed"),
-        reference=_post_norm_reference,
-        make_cases=_block_cases,
-        mistakes=(
-            Mistake(
-                _pre_norm_reference,
-                "that is pre-norm, x + attn(attn_norm(x)). Post-norm runs the sub-layer on x as it is "
-                "and normalises the sum: attn_norm(x + attn(x)).",
-            ),
-            Mistake(
-                _post_norm_inside,
-                "the norm is applied to the sub-layer's output before the residual, x + norm(attn(x)); "
-                "post-norm normalises after the addition: attn_norm(x + attn(x)).",
-            ),
-            Mistake(
-                _post_no_last_norm,
-                "the second sum is not normalised: the block must end with ffn_norm(x + ffn(x)), so "
-                "its output is a LayerNorm output.",
-            ),
-            Mistake(
-                _post_swapped_norms,
-                "the norms are swapped: attn_norm normalises the sum after attention, ffn_norm the sum "
-                "after the FFN.",
-            ),
-            Mistake(
-                _post_no_residual,
-                "there are no residual additions: normalise x + attn(x), not attn(x) alone (and the same "
-                "for the FFN).",
-            ),
+POST_NORM_BLOCK = Exercise(
+    exercise_id="08.3",
+    title="a post-norm block: attn_norm(x + attn(x)), then ffn_norm(x + ffn(x))",
+    function_name="post_norm_block",
+    arg_names=("x", "num_heads", "seed"),
+    reference=_post_norm_reference,
+    make_cases=_block_cases,
+    mistakes=(
+        Mistake(
+            _pre_norm_reference,
+            "that is pre-norm, x + attn(attn_norm(x)). Post-norm runs the sub-layer on x as it is "
+            "and normalises the sum: attn_norm(x + attn(x)).",
         ),
-        hints=(
-            "two steps; in each, add the sub-layer's output to its input, then normalise the sum.",
-            "x = attn_norm(x + attn(x)) first; the FFN step reads this x.",
-            "x = attn_norm(x + attn(x)); return ffn_norm(x + ffn(x)).",
+        Mistake(
+            _post_norm_inside,
+            "the norm is applied to the sub-layer's output before the residual, x + norm(attn(x)); "
+            "post-norm normalises after the addition: attn_norm(x + attn(x)).",
         ),
-    )
+        Mistake(
+            _post_no_last_norm,
+            "the second sum is not normalised: the block must end with ffn_norm(x + ffn(x)), so "
+            "its output is a LayerNorm output.",
+        ),
+        Mistake(
+            _post_swapped_norms,
+            "the norms are swapped: attn_norm normalises the sum after attention, ffn_norm the sum "
+            "after the FFN.",
+        ),
+        Mistake(
+            _post_no_residual,
+            "there are no residual additions: normalise x + attn(x), not attn(x) alone (and the same "
+            "for the FFN).",
+        ),
+    ),
+    hints=(
+        "two steps; in each, add the sub-layer's output to its input, then normalise the sum.",
+        "x = attn_norm(x + attn(x)) first; the FFN step reads this x.",
+        "x = attn_norm(x + attn(x)); return ffn_norm(x + ffn(x)).",
+    ),
 )
 
 
@@ -368,48 +358,49 @@ def _glu(
     return (act(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T  # (..., C)
 
 
-SWIGLU = register(
-    Exercise(
-        exercise_id="08.4",
-        title="the SwiGLU FFN: (silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ",
-        function_name="swiglu_ffn",
-        arg_names=("x", "w_gate", "w_up", "w_down"),
-        reference=_swiglu_reference,
-        make_cases=_swiglu_cases,
-        mistakes=(
-            Mistake(
-                lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wu, wg, wd),
-                "the gate and the up projection are swapped: SiLU goes on x @ w_gate.T, and x @ w_up.T "
-                "passes through unchanged.",
-            ),
-            Mistake(
-                lambda x, wg, wu, wd: _glu(torch.sigmoid, x, wg, wu, wd),
-                "the gate uses sigmoid(z); Swish/SiLU is z · sigmoid(z) (torch.nn.functional.silu). "
-                "A plain sigmoid gate is the original GLU.",
-            ),
-            Mistake(
-                lambda x, wg, wu, wd: _glu(nn.functional.gelu, x, wg, wu, wd),
-                "the gate uses GELU (that is GEGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
-            ),
-            Mistake(
-                lambda x, wg, wu, wd: _glu(torch.relu, x, wg, wu, wd),
-                "the gate uses ReLU (that is ReGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
-            ),
-            Mistake(
-                lambda x, wg, wu, wd: nn.functional.silu((x @ wg.T) * (x @ wu.T)) @ wd.T,
-                "SiLU is applied to the product; apply it to the gate projection only, then multiply: "
-                "silu(x @ w_gate.T) * (x @ w_up.T).",
-            ),
-            Mistake(
-                lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wg, wg, wd),
-                "both branches use w_gate; the second branch is x @ w_up.T.",
-            ),
+SWIGLU = Exercise(
+    exercise_id="08.4",
+    title="the SwiGLU FFN: (silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ",
+    function_name="swiglu_ffn",
+    arg_names=("x", "w_gate", "w_up", "w_down"),
+    reference=_swiglu_reference,
+    make_cases=_swiglu_cases,
+    mistakes=(
+        Mistake(
+            lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wu, wg, wd),
+            "the gate and the up projection are swapped: SiLU goes on x @ w_gate.T, and x @ w_up.T "
+            "passes through unchanged.",
         ),
-        hints=(
-            "three matrices in nn.Linear layout (out, in): project with x @ w.T. Two projections to the "
-            "hidden width, one back to C.",
-            "gate = silu(x @ w_gate.T) and up = x @ w_up.T, both (..., hidden); multiply them elementwise.",
-            "return (torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T.",
+        Mistake(
+            lambda x, wg, wu, wd: _glu(torch.sigmoid, x, wg, wu, wd),
+            "the gate uses sigmoid(z); Swish/SiLU is z · sigmoid(z) (torch.nn.functional.silu). "
+            "A plain sigmoid gate is the original GLU.",
         ),
-    )
+        Mistake(
+            lambda x, wg, wu, wd: _glu(nn.functional.gelu, x, wg, wu, wd),
+            "the gate uses GELU (that is GEGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+        ),
+        Mistake(
+            lambda x, wg, wu, wd: _glu(torch.relu, x, wg, wu, wd),
+            "the gate uses ReLU (that is ReGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+        ),
+        Mistake(
+            lambda x, wg, wu, wd: nn.functional.silu((x @ wg.T) * (x @ wu.T)) @ wd.T,
+            "SiLU is applied to the product; apply it to the gate projection only, then multiply: "
+            "silu(x @ w_gate.T) * (x @ w_up.T).",
+        ),
+        Mistake(
+            lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wg, wg, wd),
+            "both branches use w_gate; the second branch is x @ w_up.T.",
+        ),
+    ),
+    hints=(
+        "three matrices in nn.Linear layout (out, in): project with x @ w.T. Two projections to the "
+        "hidden width, one back to C.",
+        "gate = silu(x @ w_gate.T) and up = x @ w_up.T, both (..., hidden); multiply them elementwise.",
+        "return (torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T.",
+    ),
 )
+
+
+EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU)

@@ -1,7 +1,7 @@
 """The child side of ``python -m attn_edu.grade``: run one learner notebook, report plain numbers.
 
-:mod:`attn_edu.grade` starts :func:`run` in a process forked from a server that has already imported
-torch (``multiprocessing``'s forkserver, so each notebook starts in well under a second instead of paying
+:mod:`attn_edu.grading.command` starts :func:`run` in a process forked from a server that has already
+imported torch (``multiprocessing``'s forkserver, so each notebook starts in well under a second instead of paying
 for a fresh torch import), one process per notebook, never reused. The process
 
 1. starts its own session (so the grader can kill everything it spawns), moves to an empty folder,
@@ -14,7 +14,8 @@ for a fresh torch import), one process per notebook, never reused. The process
 5. writes one JSON line per event to the results file as it goes, so what was graded before a crash survives.
 
 Nothing here decides PASS or FAIL: the grader reads the numbers back, checks them against a strict
-schema and compares them with the reference in its own process, where the learner's code never ran.
+schema (both halves of the format are in :mod:`attn_edu.grading.protocol`) and compares them with the
+reference in its own process, where the learner's code never ran.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import sys
 import time
 from typing import Any
 
-FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
-INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8"}
-DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+import torch
+
+from attn_edu.grading import protocol
+from attn_edu.grading.notebook import submitted
+from attn_edu.grading.run import ExerciseTimeout, shortcut_outcome, time_limit, watch_shortcuts
 
 
 def _limit_resources(memory_bytes: int) -> None:
@@ -87,94 +90,33 @@ def _translate(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
-def _text(value: object, limit: int = 300) -> str:
-    return str(value)[:limit]
-
-
-def encode_value(value: Any) -> Any:
-    """A grader input as JSON: tensors become ``{"tensor": {dtype, shape, data}}``."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).removeprefix("torch.")
-        return {"tensor": {"dtype": dtype, "shape": list(value.shape), "data": value.reshape(-1).tolist()}}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"value: cannot send {type(value).__name__} to the worker")
-
-
-def decode_value(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, dict):
-        spec = value["tensor"]
-        dtype = getattr(torch, spec["dtype"])
-        return torch.tensor(spec["data"], dtype=dtype).reshape(spec["shape"])
-    return value
-
-
-def _encode_output(value: object, max_elements: int) -> dict[str, Any]:
-    """The learner's return value as plain data; only an exact ``torch.Tensor`` is sent as numbers."""
-    import torch
-
-    if type(value) is not torch.Tensor:
-        name = type(value).__name__
-        if isinstance(value, torch.Tensor):
-            name = f"a subclass of torch.Tensor ({name})"
-        return {"kind": "wrong_type", "detail": _text(name)}
-    dtype = str(value.dtype).removeprefix("torch.")
-    if dtype not in DTYPES:
-        return {"kind": "wrong_type", "detail": f"a torch.Tensor of dtype {dtype}"}
-    shape = list(value.shape)
-    if value.numel() > max_elements:
-        return {"kind": "oversized", "dtype": dtype, "shape": shape}
-    flat = value.detach().cpu().reshape(-1)
-    if dtype in FLOAT_DTYPES:
-        data = [x if x == x and abs(x) != float("inf") else repr(x) for x in flat.double().tolist()]
-    else:
-        data = flat.tolist()
-    return {"kind": "tensor", "dtype": dtype, "shape": shape, "data": data}
-
-
 def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
-    from attn_edu.grading import ExerciseTimeout, shortcut_outcome, time_limit, watch_shortcuts
-
-    args = [decode_value(a) for a in case["args"]]
-    kwargs = {name: decode_value(v) for name, v in case["kwargs"].items()}
+    args, kwargs, max_elements = protocol.decode_case(case)
     called: list[str] = []
     try:
         with time_limit(seconds), watch_shortcuts() as called:
             value = fn(*args, **kwargs)
-        result = _encode_output(value, case["max_elements"])
+        result = protocol.encode_result(value, max_elements)
     except NotImplementedError as err:
-        result = {"kind": "not_implemented", "detail": _text(err)}
+        result = protocol.failure("not_implemented", err)
     except ExerciseTimeout:
-        result = {"kind": "timeout", "detail": f"{seconds:g} s"}
+        result = protocol.failure("timeout", f"{seconds:g} s")
     except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
-        result = {"kind": "error", "detail": _text(f"{type(err).__name__}: {err}")}
+        result = protocol.failure("error", f"{type(err).__name__}: {err}")
     shortcut = shortcut_outcome(called)  # a call into the package outranks whatever came of it
-    return result if shortcut is None else {"kind": "shortcut", "detail": _text(shortcut.detail)}
+    return result if shortcut is None else protocol.failure("shortcut", shortcut.detail)
 
 
-def _run_cells(cells: list[str], namespace: dict[str, Any], seconds: float, emit: Any) -> None:
-    from attn_edu.grading import ExerciseTimeout, time_limit
-
+def _run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any], seconds: float, emit: Any) -> None:
     for index, source in cells:
         try:
             code = compile(_translate(source), f"<cell {index}>", "exec")
             with time_limit(seconds):
                 exec(code, namespace)
         except ExerciseTimeout:
-            emit({"event": "cell", "index": index, "status": "timeout", "detail": f"over {seconds:g} s"})
+            emit(protocol.cell_event(index, "timeout", f"over {seconds:g} s"))
         except BaseException as err:  # noqa: BLE001 - a failing cell must not stop the notebook
-            emit(
-                {
-                    "event": "cell",
-                    "index": index,
-                    "status": "error",
-                    "detail": _text(f"{type(err).__name__}: {err}"),
-                }
-            )
+            emit(protocol.cell_event(index, "error", f"{type(err).__name__}: {err}"))
 
 
 CHILD_ENV = {
@@ -199,7 +141,7 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
     def emit(event: dict[str, Any]) -> None:
         os.write(results, (json.dumps(event) + "\n").encode())
 
-    emit({"event": "started"})
+    emit(protocol.started_event())
     _silence()
     try:
         with open(request["notebook"], encoding="utf-8") as f:
@@ -210,31 +152,21 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
             if c.get("cell_type") == "code"
         ]
     except Exception as err:  # noqa: BLE001 - not JSON, no cells, ...: the grader reports it
-        emit({"event": "unreadable", "detail": _text(f"{type(err).__name__}: {err}")})
+        emit(protocol.unreadable_event(f"{type(err).__name__}: {err}"))
         os._exit(0)
-    import torch
-
-    from attn_edu import grading
-
     torch.set_num_threads(1)
     namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _Shell}
     _run_cells(cells, namespace, request["cell_timeout"], emit)
     for exercise in request["exercises"]:
         fn = namespace.get(exercise["function"])
         if fn is None:  # renamed? then the function the notebook passed to check() stands in
-            fn = grading._submitted.get(exercise["id"])
+            fn = submitted(exercise["id"])
         if fn is None:
-            emit({"event": "exercise", "id": exercise["id"], "missing": True})
+            emit(protocol.missing_event(exercise["id"]))
             continue
         if not callable(fn):
             detail = f"{exercise['function']} is a {type(fn).__name__}, not a function"
-            emit(
-                {
-                    "event": "exercise",
-                    "id": exercise["id"],
-                    "outcomes": [{"kind": "error", "detail": _text(detail)}],
-                }
-            )
+            emit(protocol.exercise_event(exercise["id"], [protocol.failure("error", detail)]))
             continue
         outcomes = []
         deadline = time.monotonic() + request["exercise_timeout"]  # one budget for all the cases
@@ -244,6 +176,6 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
                 break
         if outcomes and outcomes[-1]["kind"] == "timeout":
             outcomes[-1]["detail"] = f"{request['exercise_timeout']:g} s"
-        emit({"event": "exercise", "id": exercise["id"], "outcomes": outcomes})
-    emit({"event": "done"})
+        emit(protocol.exercise_event(exercise["id"], outcomes))
+    emit(protocol.done_event())
     os._exit(0)  # skip whatever the learner registered with atexit

@@ -17,7 +17,7 @@ import torch
 
 from attn_edu import interp
 from attn_edu.attention import attention_weights
-from attn_edu.grading import Case, Exercise, Mistake, register
+from attn_edu.grading.exercise import Case, Exercise, Mistake
 from attn_edu.masks import causal_mask
 from attn_edu.multihead import MultiHeadAttention, merge_heads
 
@@ -78,43 +78,41 @@ def _over_all_queries(weights: torch.Tensor) -> torch.Tensor:
     return weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).sum(dim=-1).mean(dim=0) / T  # (H,)
 
 
-PREVIOUS = register(
-    Exercise(
-        exercise_id="13.1",
-        title="the previous-token score of every head: mean weight on key t - 1",
-        function_name="previous_token_score",
-        arg_names=("weights",),
-        reference=lambda weights: interp.previous_token_score(weights),
-        make_cases=_previous_cases,
-        mistakes=(
-            Mistake(
-                lambda weights: _diagonal_mean(weights, 0),
-                "this is the weight on the query's own token (the diagonal); the previous token is one "
-                "key further left, the sub-diagonal: key position - 1.",
-            ),
-            Mistake(
-                lambda weights: _diagonal_mean(weights, 1, shift=0),
-                "the diagonal is aligned top-left: with S > T keys (a cache) query t sits at position "
-                "S - T + t, so its previous token is key S - T + t - 1 (diagonal offset S - T - 1).",
-            ),
-            Mistake(
-                _over_all_queries,
-                "the mean counts a query that has no previous token (the first one, when T == S): "
-                "average only over the queries that have a key one position back.",
-            ),
-            Mistake(
-                _sum_over_queries,
-                "the weights are summed over the queries, not averaged: a score is a mean weight, "
-                "between 0 and 1.",
-            ),
+PREVIOUS = Exercise(
+    exercise_id="13.1",
+    title="the previous-token score of every head: mean weight on key t - 1",
+    function_name="previous_token_score",
+    arg_names=("weights",),
+    reference=lambda weights: interp.previous_token_score(weights),
+    make_cases=_previous_cases,
+    mistakes=(
+        Mistake(
+            lambda weights: _diagonal_mean(weights, 0),
+            "this is the weight on the query's own token (the diagonal); the previous token is one "
+            "key further left, the sub-diagonal: key position - 1.",
         ),
-        hints=(
-            "query t sits at absolute position S - T + t; its previous token is the key one position earlier.",
-            "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1) collects those weights, one per query "
-            "that has a previous token.",
-            "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+        Mistake(
+            lambda weights: _diagonal_mean(weights, 1, shift=0),
+            "the diagonal is aligned top-left: with S > T keys (a cache) query t sits at position "
+            "S - T + t, so its previous token is key S - T + t - 1 (diagonal offset S - T - 1).",
         ),
-    )
+        Mistake(
+            _over_all_queries,
+            "the mean counts a query that has no previous token (the first one, when T == S): "
+            "average only over the queries that have a key one position back.",
+        ),
+        Mistake(
+            _sum_over_queries,
+            "the weights are summed over the queries, not averaged: a score is a mean weight, "
+            "between 0 and 1.",
+        ),
+    ),
+    hints=(
+        "query t sits at absolute position S - T + t; its previous token is the key one position earlier.",
+        "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1) collects those weights, one per query "
+        "that has a previous token.",
+        "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+    ),
 )
 
 
@@ -152,45 +150,43 @@ def _induction_over_all_queries(weights: torch.Tensor, period: int) -> torch.Ten
     return diagonal.sum(dim=-1).mean(dim=0) / T  # (H,)
 
 
-INDUCTION = register(
-    Exercise(
-        exercise_id="13.2",
-        title="the induction score of every head: mean weight on key t - period + 1 for t >= period",
-        function_name="induction_score",
-        arg_names=("weights", "period"),
-        reference=lambda weights, period: interp.induction_score(weights, period),
-        make_cases=_induction_cases,
-        mistakes=(
-            Mistake(
-                lambda weights, period: _induction_at(weights, period, period, period),
-                "off by one: this is the weight on the previous occurrence of the current token (key "
-                "t - period), a duplicate-token pattern. An induction head attends to the token *after* "
-                "it, key t - period + 1, because that is the token to predict next.",
-            ),
-            Mistake(
-                lambda weights, period: _induction_at(weights, period, period - 1, period - 1),
-                "the mean includes query period - 1, the last token of the first copy: nothing has "
-                "repeated yet there. Count the queries t >= period only.",
-            ),
-            Mistake(
-                _induction_over_all_queries,
-                "the sum is divided by all T queries; the score is the mean over the queries that can "
-                "repeat, t >= period (T - period of them).",
-            ),
-            Mistake(
-                lambda weights, period: _induction_at(weights, period, period - 2, period),
-                "off by one the other way: key t - period + 2 is two tokens after the previous "
-                "occurrence; the induction target is key t - period + 1.",
-            ),
+INDUCTION = Exercise(
+    exercise_id="13.2",
+    title="the induction score of every head: mean weight on key t - period + 1 for t >= period",
+    function_name="induction_score",
+    arg_names=("weights", "period"),
+    reference=lambda weights, period: interp.induction_score(weights, period),
+    make_cases=_induction_cases,
+    mistakes=(
+        Mistake(
+            lambda weights, period: _induction_at(weights, period, period, period),
+            "off by one: this is the weight on the previous occurrence of the current token (key "
+            "t - period), a duplicate-token pattern. An induction head attends to the token *after* "
+            "it, key t - period + 1, because that is the token to predict next.",
         ),
-        hints=(
-            "in x_1 .. x_P x_1 .. x_P, query t (t >= P) holds the same token as position t - P; the "
-            "token that followed it sits at t - P + 1.",
-            "slice the queries t >= period first, weights[..., period:, :]; in that slice the target "
-            "key sits period - 1 positions left of the original diagonal.",
-            "weights[..., period:, :].diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+        Mistake(
+            lambda weights, period: _induction_at(weights, period, period - 1, period - 1),
+            "the mean includes query period - 1, the last token of the first copy: nothing has "
+            "repeated yet there. Count the queries t >= period only.",
         ),
-    )
+        Mistake(
+            _induction_over_all_queries,
+            "the sum is divided by all T queries; the score is the mean over the queries that can "
+            "repeat, t >= period (T - period of them).",
+        ),
+        Mistake(
+            lambda weights, period: _induction_at(weights, period, period - 2, period),
+            "off by one the other way: key t - period + 2 is two tokens after the previous "
+            "occurrence; the induction target is key t - period + 1.",
+        ),
+    ),
+    hints=(
+        "in x_1 .. x_P x_1 .. x_P, query t (t >= P) holds the same token as position t - P; the "
+        "token that followed it sits at t - P + 1.",
+        "slice the queries t >= period first, weights[..., period:, :]; in that slice the target "
+        "key sits period - 1 positions left of the original diagonal.",
+        "weights[..., period:, :].diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))",
+    ),
 )
 
 
@@ -274,47 +270,45 @@ def _after_projection(
     return out * _block_keep(H, D, head)  # zeroes output channels, after the heads were mixed
 
 
-ABLATION = register(
-    Exercise(
-        exercise_id="13.3",
-        title="the attention block's output with one head's output zeroed before W^O",
-        function_name="ablate_head",
-        arg_names=("head_outputs", "out_weight", "out_bias", "head"),
-        reference=_ablation_reference,
-        make_cases=_ablation_cases,
-        mistakes=(
-            Mistake(
-                _strided,
-                "the wrong channels were zeroed: after merging, head h owns the D consecutive channels "
-                "h*D .. (h+1)*D - 1, not every H-th channel.",
-            ),
-            Mistake(
-                _no_transpose,
-                "the heads were merged with a plain reshape of (B, H, T, D): that mixes positions and "
-                "heads. Move the heads next to D first: transpose(1, 2), then reshape to (B, T, H*D).",
-            ),
-            Mistake(
-                _after_projection,
-                "the channels were zeroed after W^O: by then every output channel mixes all heads. "
-                "Zero the head's slice of the concatenated heads, then apply W^O.",
-            ),
-            Mistake(
-                _without_bias,
-                "the bias of W^O is missing: ablation removes one head's contribution, not the "
-                "projection's bias (it does not belong to any head).",
-            ),
-            Mistake(
-                _rescaled,
-                "the remaining heads were scaled by H/(H-1) as in dropout; ablation leaves them as they are.",
-            ),
+ABLATION = Exercise(
+    exercise_id="13.3",
+    title="the attention block's output with one head's output zeroed before W^O",
+    function_name="ablate_head",
+    arg_names=("head_outputs", "out_weight", "out_bias", "head"),
+    reference=_ablation_reference,
+    make_cases=_ablation_cases,
+    mistakes=(
+        Mistake(
+            _strided,
+            "the wrong channels were zeroed: after merging, head h owns the D consecutive channels "
+            "h*D .. (h+1)*D - 1, not every H-th channel.",
         ),
-        hints=(
-            "merge the heads into (B, T, H*D) the way multi-head attention does, zero head `head`'s "
-            "slice, then apply out = merged @ out_weight.T + out_bias.",
-            "merged = head_outputs.transpose(1, 2).reshape(B, T, H * D); head h is merged[..., h*D:(h+1)*D].",
-            "clone merged, set merged[..., head * D:(head + 1) * D] = 0, return merged @ out_weight.T + out_bias",
+        Mistake(
+            _no_transpose,
+            "the heads were merged with a plain reshape of (B, H, T, D): that mixes positions and "
+            "heads. Move the heads next to D first: transpose(1, 2), then reshape to (B, T, H*D).",
         ),
-    )
+        Mistake(
+            _after_projection,
+            "the channels were zeroed after W^O: by then every output channel mixes all heads. "
+            "Zero the head's slice of the concatenated heads, then apply W^O.",
+        ),
+        Mistake(
+            _without_bias,
+            "the bias of W^O is missing: ablation removes one head's contribution, not the "
+            "projection's bias (it does not belong to any head).",
+        ),
+        Mistake(
+            _rescaled,
+            "the remaining heads were scaled by H/(H-1) as in dropout; ablation leaves them as they are.",
+        ),
+    ),
+    hints=(
+        "merge the heads into (B, T, H*D) the way multi-head attention does, zero head `head`'s "
+        "slice, then apply out = merged @ out_weight.T + out_bias.",
+        "merged = head_outputs.transpose(1, 2).reshape(B, T, H * D); head h is merged[..., h*D:(h+1)*D].",
+        "clone merged, set merged[..., head * D:(head + 1) * D] = 0, return merged @ out_weight.T + out_bias",
+    ),
 )
 
 
@@ -358,47 +352,46 @@ def _column_major(importance: torch.Tensor) -> torch.Tensor:
     return _masks_in_order(importance, (by_head % L) * H + by_head // L)
 
 
-PRUNING = register(
-    Exercise(
-        exercise_id="13.4",
-        title="head masks that remove heads one by one, least important first",
-        function_name="pruning_masks",
-        arg_names=("importance",),
-        reference=_pruning_reference,
-        make_cases=_pruning_cases,
-        mistakes=(
-            Mistake(
-                lambda importance: _masks_in_order(
-                    importance, torch.argsort(-importance.flatten(), stable=True)
-                ),
-                "the most important heads are removed first; a pruning schedule removes the head whose "
-                "loss (importance) is smallest first: sort in increasing order.",
-            ),
-            Mistake(
-                lambda importance: _masks_in_order(
-                    importance, torch.argsort(importance.abs().flatten(), stable=True)
-                ),
-                "the order uses |importance|: a negative importance means the model does better without "
-                "that head, so it should go first, not after the heads near zero.",
-            ),
-            Mistake(
-                lambda importance: _pruning_reference(importance)[1:],
-                "the first mask (no head removed, all ones) is missing: the schedule has L*H + 1 rows, "
-                "from the full model to no heads at all.",
-            ),
-            Mistake(
-                _column_major,
-                "ties are broken head by head across layers; keep the (layer, head) order of "
-                "importance.flatten() with a stable sort: torch.argsort(..., stable=True).",
-            ),
+PRUNING = Exercise(
+    exercise_id="13.4",
+    title="head masks that remove heads one by one, least important first",
+    function_name="pruning_masks",
+    arg_names=("importance",),
+    reference=_pruning_reference,
+    make_cases=_pruning_cases,
+    mistakes=(
+        Mistake(
+            lambda importance: _masks_in_order(importance, torch.argsort(-importance.flatten(), stable=True)),
+            "the most important heads are removed first; a pruning schedule removes the head whose "
+            "loss (importance) is smallest first: sort in increasing order.",
         ),
-        hints=(
-            "order the L*H heads by importance, smallest first (flatten the (L, H) table), then switch "
-            "them off one at a time.",
-            "order = torch.argsort(importance.flatten(), stable=True); row k of the answer has the "
-            "first k heads of that order set to 0.",
-            "masks = torch.ones(L*H + 1, L*H); for k in 1..L*H set masks[k:, order[k-1]] = 0; "
-            "return masks.reshape(L*H + 1, L, H)",
+        Mistake(
+            lambda importance: _masks_in_order(
+                importance, torch.argsort(importance.abs().flatten(), stable=True)
+            ),
+            "the order uses |importance|: a negative importance means the model does better without "
+            "that head, so it should go first, not after the heads near zero.",
         ),
-    )
+        Mistake(
+            lambda importance: _pruning_reference(importance)[1:],
+            "the first mask (no head removed, all ones) is missing: the schedule has L*H + 1 rows, "
+            "from the full model to no heads at all.",
+        ),
+        Mistake(
+            _column_major,
+            "ties are broken head by head across layers; keep the (layer, head) order of "
+            "importance.flatten() with a stable sort: torch.argsort(..., stable=True).",
+        ),
+    ),
+    hints=(
+        "order the L*H heads by importance, smallest first (flatten the (L, H) table), then switch "
+        "them off one at a time.",
+        "order = torch.argsort(importance.flatten(), stable=True); row k of the answer has the "
+        "first k heads of that order set to 0.",
+        "masks = torch.ones(L*H + 1, L*H); for k in 1..L*H set masks[k:, order[k-1]] = 0; "
+        "return masks.reshape(L*H + 1, L, H)",
+    ),
 )
+
+
+EXERCISES = (PREVIOUS, INDUCTION, ABLATION, PRUNING)

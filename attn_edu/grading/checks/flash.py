@@ -16,7 +16,7 @@ import math
 import torch
 
 from attn_edu import flash
-from attn_edu.grading import Case, Exercise, Mistake, register
+from attn_edu.grading.exercise import Case, Exercise, Mistake
 
 NEG_INF = float("-inf")
 
@@ -64,39 +64,37 @@ def _update_without_max(m_i: torch.Tensor, l_i: torch.Tensor, x_block: torch.Ten
     return torch.zeros_like(m_i), l_i + torch.exp(x_block).sum(dim=-1)
 
 
-ONLINE_SOFTMAX = register(
-    Exercise(
-        exercise_id="12.1",
-        title="the online softmax update: new running max and rescaled running sum after one block",
-        function_name="online_softmax",
-        arg_names=("x", "block_size"),
-        reference=lambda x, block_size: flash.online_softmax(x, block_size),
-        make_cases=_online_cases,
-        mistakes=(
-            Mistake(
-                lambda x, block_size: _streamed(x, block_size, _update_without_rescale),
-                "the running sum is not rescaled when the maximum grows: its old terms are exp(x - m_old), "
-                "too big by exp(m_new - m_old). Multiply l_i by exp(m_i - m_new) before adding the block.",
-            ),
-            Mistake(
-                lambda x, block_size: _streamed(x, block_size, _update_rescale_upside_down),
-                "the rescale factor is upside down: it is exp(m_i - m_new), at most 1 (the old terms shrink), "
-                "not exp(m_new - m_i). With m_i = -inf before the first block, yours is 0 · inf = NaN.",
-            ),
-            Mistake(
-                lambda x, block_size: _streamed(x, block_size, _update_without_max),
-                "exp of large scores overflows (float32 ends near exp(88)): keep the running maximum m_i and "
-                "sum exp(x - m_new), never exp(x) itself.",
-            ),
+ONLINE_SOFTMAX = Exercise(
+    exercise_id="12.1",
+    title="the online softmax update: new running max and rescaled running sum after one block",
+    function_name="online_softmax",
+    arg_names=("x", "block_size"),
+    reference=lambda x, block_size: flash.online_softmax(x, block_size),
+    make_cases=_online_cases,
+    mistakes=(
+        Mistake(
+            lambda x, block_size: _streamed(x, block_size, _update_without_rescale),
+            "the running sum is not rescaled when the maximum grows: its old terms are exp(x - m_old), "
+            "too big by exp(m_new - m_old). Multiply l_i by exp(m_i - m_new) before adding the block.",
         ),
-        hints=(
-            "the new maximum is torch.maximum(m_i, x_block.amax(dim=-1)); every term of l_i was computed "
-            "against the old maximum m_i.",
-            "exp(x - m_old) = exp(x - m_new) · exp(m_new - m_old): multiply the old sum by exp(m_i - m_new), "
-            "which is 0 before the first block (m_i = -inf) and 1 when the maximum did not move.",
-            "l_new = l_i * torch.exp(m_i - m_new) + torch.exp(x_block - m_new[..., None]).sum(dim=-1)",
+        Mistake(
+            lambda x, block_size: _streamed(x, block_size, _update_rescale_upside_down),
+            "the rescale factor is upside down: it is exp(m_i - m_new), at most 1 (the old terms shrink), "
+            "not exp(m_new - m_i). With m_i = -inf before the first block, yours is 0 · inf = NaN.",
         ),
-    )
+        Mistake(
+            lambda x, block_size: _streamed(x, block_size, _update_without_max),
+            "exp of large scores overflows (float32 ends near exp(88)): keep the running maximum m_i and "
+            "sum exp(x - m_new), never exp(x) itself.",
+        ),
+    ),
+    hints=(
+        "the new maximum is torch.maximum(m_i, x_block.amax(dim=-1)); every term of l_i was computed "
+        "against the old maximum m_i.",
+        "exp(x - m_old) = exp(x - m_new) · exp(m_new - m_old): multiply the old sum by exp(m_i - m_new), "
+        "which is 0 before the first block (m_i = -inf) and 1 when the maximum did not move.",
+        "l_new = l_i * torch.exp(m_i - m_new) + torch.exp(x_block - m_new[..., None]).sum(dim=-1)",
+    ),
 )
 
 
@@ -199,49 +197,47 @@ def _blocks_normalised_separately(case: Case, got: torch.Tensor) -> str | None:
     return None
 
 
-TILED_FORWARD = register(
-    Exercise(
-        exercise_id="12.2",
-        title="a tiled attention forward: the online softmax over key blocks, normalised once at the end",
-        function_name="tiled_attention",
-        arg_names=("q", "k", "v"),
-        reference=lambda q, k, v, is_causal=False, block_q=16, block_k=16: flash.tiled_attention(
-            q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k
+TILED_FORWARD = Exercise(
+    exercise_id="12.2",
+    title="a tiled attention forward: the online softmax over key blocks, normalised once at the end",
+    function_name="tiled_attention",
+    arg_names=("q", "k", "v"),
+    reference=lambda q, k, v, is_causal=False, block_q=16, block_k=16: flash.tiled_attention(
+        q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k
+    ),
+    make_cases=_tiled_cases,
+    mistakes=(
+        Mistake(_mistake("per_block"), PER_BLOCK),
+        Mistake(
+            _mistake("acc_not_rescaled"),
+            "acc is not rescaled when the maximum grows: like l_i, every earlier term was weighted "
+            "exp(s - m_old). Multiply acc by alpha = exp(m_i - m_new) before adding p @ v_block.",
         ),
-        make_cases=_tiled_cases,
-        mistakes=(
-            Mistake(_mistake("per_block"), PER_BLOCK),
-            Mistake(
-                _mistake("acc_not_rescaled"),
-                "acc is not rescaled when the maximum grows: like l_i, every earlier term was weighted "
-                "exp(s - m_old). Multiply acc by alpha = exp(m_i - m_new) before adding p @ v_block.",
-            ),
-            Mistake(
-                _mistake("nan_rows"),
-                "a query that sees no key comes out NaN: its m stays -inf, so exp(-inf - (-inf)) and "
-                "0 / 0 appear. Subtract 0 where m_new is -inf and divide by l_i only where l_i > 0 "
-                "(such rows must be zeros).",
-            ),
-            Mistake(
-                _mistake("top_left"),
-                "the causal mask is aligned top-left (query t sees keys 0..t); with S keys query t sits at "
-                "position S - T + t: hide key s when s > t + (S - T).",
-            ),
-            Mistake(
-                _mistake("no_scale"),
-                "the scores are not scaled: multiply q_block @ k_blockᵀ by 1 / sqrt(D).",
-            ),
+        Mistake(
+            _mistake("nan_rows"),
+            "a query that sees no key comes out NaN: its m stays -inf, so exp(-inf - (-inf)) and "
+            "0 / 0 appear. Subtract 0 where m_new is -inf and divide by l_i only where l_i > 0 "
+            "(such rows must be zeros).",
         ),
-        diagnoses=(_blocks_normalised_separately,),
-        hints=(
-            "per tile: m_new = max(m_i, rowmax(scores)); p = exp(scores - m_new); alpha = exp(m_i - m_new); "
-            "then rescale l_i and acc by alpha and add this tile's p.sum(-1) and p @ v_block.",
-            "a row whose scores are all -inf so far has m_new = -inf: subtract 0 instead "
-            "(torch.where(torch.isinf(m_new), 0.0, m_new)) so that p = exp(-inf) = 0, not NaN.",
-            "after the key loop: out = acc / l_i where l_i > 0, and 0 where l_i == 0 "
-            "(acc / torch.where(l_i > 0, l_i, 1.0)[..., None]).",
+        Mistake(
+            _mistake("top_left"),
+            "the causal mask is aligned top-left (query t sees keys 0..t); with S keys query t sits at "
+            "position S - T + t: hide key s when s > t + (S - T).",
         ),
-    )
+        Mistake(
+            _mistake("no_scale"),
+            "the scores are not scaled: multiply q_block @ k_blockᵀ by 1 / sqrt(D).",
+        ),
+    ),
+    diagnoses=(_blocks_normalised_separately,),
+    hints=(
+        "per tile: m_new = max(m_i, rowmax(scores)); p = exp(scores - m_new); alpha = exp(m_i - m_new); "
+        "then rescale l_i and acc by alpha and add this tile's p.sum(-1) and p @ v_block.",
+        "a row whose scores are all -inf so far has m_new = -inf: subtract 0 instead "
+        "(torch.where(torch.isinf(m_new), 0.0, m_new)) so that p = exp(-inf) = 0, not NaN.",
+        "after the key loop: out = acc / l_i where l_i > 0, and 0 where l_i == 0 "
+        "(acc / torch.where(l_i > 0, l_i, 1.0)[..., None]).",
+    ),
 )
 
 
@@ -272,34 +268,35 @@ def _lse(m_i: torch.Tensor, l_i: torch.Tensor) -> torch.Tensor:
     return torch.where(l_i > 0, m_i + torch.log(torch.where(l_i > 0, l_i, 1.0)), NEG_INF)  # (...)
 
 
-LOGSUMEXP = register(
-    Exercise(
-        exercise_id="12.3",
-        title="the log-sum-exp of each row from its running max m and running sum l",
-        function_name="logsumexp_from_stats",
-        arg_names=("m_i", "l_i"),
-        reference=_lse,
-        make_cases=_lse_cases,
-        mistakes=(
-            Mistake(
-                lambda m_i, l_i: torch.log(l_i),
-                "the maximum is missing: l = Σ exp(s - m), so log Σ exp(s) = m + log(l).",
-            ),
-            Mistake(
-                lambda m_i, l_i: torch.log(torch.exp(m_i) * l_i),
-                "exp(m) overflows for large scores (float32 ends near exp(88)) and gives inf: keep m outside "
-                "the exp and add it: m + log(l).",
-            ),
-            Mistake(
-                lambda m_i, l_i: m_i + torch.log2(l_i),
-                "log2 is not log: l holds exp (base e) terms, so use the natural log torch.log "
-                "(kernels that use exp2 keep m in log2 units and convert at the end).",
-            ),
+LOGSUMEXP = Exercise(
+    exercise_id="12.3",
+    title="the log-sum-exp of each row from its running max m and running sum l",
+    function_name="logsumexp_from_stats",
+    arg_names=("m_i", "l_i"),
+    reference=_lse,
+    make_cases=_lse_cases,
+    mistakes=(
+        Mistake(
+            lambda m_i, l_i: torch.log(l_i),
+            "the maximum is missing: l = Σ exp(s - m), so log Σ exp(s) = m + log(l).",
         ),
-        hints=(
-            "factor the maximum out of the sum: Σ exp(s) = exp(m) · Σ exp(s - m) = exp(m) · l.",
-            "take the log of exp(m) · l without ever computing exp(m).",
-            "m + torch.log(l); a row with l = 0 (m = -inf) then gives -inf, which is log(0): correct.",
+        Mistake(
+            lambda m_i, l_i: torch.log(torch.exp(m_i) * l_i),
+            "exp(m) overflows for large scores (float32 ends near exp(88)) and gives inf: keep m outside "
+            "the exp and add it: m + log(l).",
         ),
-    )
+        Mistake(
+            lambda m_i, l_i: m_i + torch.log2(l_i),
+            "log2 is not log: l holds exp (base e) terms, so use the natural log torch.log "
+            "(kernels that use exp2 keep m in log2 units and convert at the end).",
+        ),
+    ),
+    hints=(
+        "factor the maximum out of the sum: Σ exp(s) = exp(m) · Σ exp(s - m) = exp(m) · l.",
+        "take the log of exp(m) · l without ever computing exp(m).",
+        "m + torch.log(l); a row with l = 0 (m = -inf) then gives -inf, which is log(0): correct.",
+    ),
 )
+
+
+EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP)

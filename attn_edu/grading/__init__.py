@@ -1,0 +1,50 @@
+"""Graded exercises: run a learner's function, compare it with the ``attn_edu`` reference, say what went wrong.
+
+In an exercise notebook::
+
+    from attn_edu.grading import check, hint
+    check("02.1", attention_weights)      # a green or red line; never raises in a notebook
+    hint("02.1")                           # first hint; hint("02.1", 2) gives the next one
+
+A check calls the learner's function on several random cases (``T != S``, sizes that are not powers of
+two, odd head counts) and stops at the first stage that fails, in this order: the call itself (not
+attempted, error, timeout), type (a plain ``torch.Tensor``), shape, dtype, NaN/inf, values against the
+reference, then the exercise's properties (each tested on its own cases, e.g. a fully masked query row).
+When values differ, the output is compared with known-wrong versions (missing ``1/sqrt(D)``, softmax over
+the wrong dim, off-by-one causal mask, ...) so the message can name the likely mistake.
+
+Each exercise is an :class:`~attn_edu.grading.exercise.Exercise` listed by a module of
+:mod:`attn_edu.grading.checks` (one per concept). The comparison, :func:`~attn_edu.grading.judge.judge`,
+works on plain tensors only, so ``python -m attn_edu.grade`` reuses it on numbers sent back from a separate
+process, where the learner's code cannot reach it.
+
+An exercise is to be written with torch operations. A learner's function that calls into ``attn_edu``
+itself (the reference it is compared with, or any other of the package's functions and classes) fails
+with a message naming what it called (:func:`~attn_edu.grading.run.watch_shortcuts`); functions and
+models that a case hands to the learner may be used as intended. This catches copying the answer by import, not a learner
+determined to cheat (who could paste the reference's source): grading is for feedback first.
+
+``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
+nbval run uses it, so a solution that stops passing fails the test suite).
+
+The package, from the notebook's side to the instructor's:
+
+========================= ================================================================================
+``notebook.py``           ``check`` and ``hint``, re-exported here (the notebook face)
+``result.py``             ``Status``, ``CheckResult``, ``Hint``: what a check returns and how it displays
+``exercise.py``           the records: ``Case``, ``Mistake``, ``Property``, ``Exercise``
+``checks/<concept>.py``   one module per notebook: cases, reference, wrong versions, hints; ``EXERCISES``
+``registry.py``           the explicit list of check modules; ``exercises()``, ``get_exercise()``
+``run.py``                running learner code: time limit, one thread, the watch for calls into the package
+``judge.py``              outcomes to a result: shape, dtype, NaN, values, named mistakes, properties
+``protocol.py``           the wire format between the command and its worker, both halves
+``worker.py``             the sandboxed child process that runs one learner notebook
+``command.py``            ``python -m attn_edu.grade``: notebooks in, JSON and CSV out
+``generate.py``           ``python -m attn_edu.exercises build``: ``solutions/`` to ``exercises/``
+========================= ================================================================================
+"""
+
+from attn_edu.grading.notebook import check, hint
+from attn_edu.grading.result import CheckResult, Hint, Status
+
+__all__ = ["CheckResult", "Hint", "Status", "check", "hint"]

@@ -1,0 +1,375 @@
+"""Checks for notebook 09's exercises: BERT's masking, GPT's shifted loss, T5's sentinels, GPT's size.
+
+- 09.1 the 80/10/10 rule of masked language modelling, with the random draws handed in (so the answer is
+  deterministic); the same rule as :func:`attn_edu.objectives.mlm_mask`;
+- 09.2 the causal language-modelling loss, against :func:`attn_edu.objectives.causal_lm_loss`;
+- 09.3 T5's encoder input: one sentinel per hidden span, numbered ``<extra_id_0>, <extra_id_1>, ...``
+  = ``sentinel_start_id, sentinel_start_id − 1, ...``, as in :func:`attn_edu.objectives.span_corruption`;
+- 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`.
+
+The known-wrong versions are the usual slips: masking ``[CLS]``, always using ``[MASK]``, scoring every
+position; no shift or a shift the wrong way; sentinels counting up or one per token; a tied head counted
+twice, biases or LayerNorms forgotten.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.models import GPTConfig
+from attn_edu.objectives import IGNORE_INDEX, _replace_runs, causal_lm_loss
+from attn_edu.params import gpt_parameter_count
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.1 BERT's 80/10/10 masking, with the random numbers given
+
+
+def _mlm_rule(
+    input_ids: torch.Tensor,
+    u: torch.Tensor,
+    random_ids: torch.Tensor,
+    mask_token_id: int,
+    special_ids: torch.Tensor,
+    *,
+    mask_prob: float = 0.15,
+    skip_specials: bool = True,
+    mask_share: float = 0.8,
+    random_share: float = 0.1,
+    score_all: bool = False,
+    label_inputs: bool = False,
+) -> torch.Tensor:
+    """The rule and its variants: picked = u < p (not special); u < 0.8 p → [MASK], next 0.1 p → random."""
+    picked = u < mask_prob  # (B, T)
+    if skip_specials:
+        picked &= ~torch.isin(input_ids, special_ids)
+    to_mask = picked & (u < mask_share * mask_prob)
+    to_random = picked & ~to_mask & (u < (mask_share + random_share) * mask_prob)
+    inputs = torch.where(to_mask, mask_token_id, input_ids)  # (B, T)
+    inputs = torch.where(to_random, random_ids, inputs)  # (B, T)
+    source = inputs if label_inputs else input_ids
+    labels = source if score_all else source.masked_fill(~picked, IGNORE_INDEX)  # (B, T)
+    return torch.stack([inputs, labels])  # (2, B, T)
+
+
+def _mlm_reference(input_ids, u, random_ids, mask_token_id, special_ids):
+    return _mlm_rule(input_ids, u, random_ids, mask_token_id, special_ids)
+
+
+def _mlm_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, T: int, V: int, mask_token_id: int, specials: list[int]) -> Case:
+        ids = torch.randint(len(specials) + 1, V, (B, T), generator=g)  # (B, T) plain tokens
+        ids[:, 0] = specials[0]  # [CLS] first
+        ids[:, -1] = specials[-1]  # [SEP] (or [PAD]) last
+        u = torch.rand(B, T, generator=g) * 0.3  # (B, T) about half the tokens picked: every band shows
+        u[:, 0] = 0.01  # [CLS] would be picked and masked if specials were not skipped
+        u[:, 1:5] = torch.tensor([0.05, 0.125, 0.14, 0.5])  # one plain token in each band, whatever the draw
+        random_ids = torch.randint(V, (B, T), generator=g)  # (B, T)
+        return Case((ids, u, random_ids, mask_token_id, torch.tensor(specials)))
+
+    return [
+        case(3, 11, 30, 3, [1, 2]),
+        case(2, 17, 57, 56, [0, 1, 2]),  # [MASK] is the last id
+        case(5, 7, 13, 4, [1, 3]),
+        case(1, 29, 101, 3, [0, 1, 2]),
+    ]
+
+
+MLM = Exercise(
+    exercise_id="09.1",
+    title="BERT's masking: pick 15% of the non-special tokens, then 80% [MASK], 10% random, 10% kept",
+    function_name="mlm_inputs_and_labels",
+    arg_names=("input_ids", "u", "random_ids", "mask_token_id", "special_ids"),
+    reference=_mlm_reference,
+    make_cases=_mlm_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _mlm_rule(*a, skip_specials=False),
+            "special tokens ([CLS], [SEP], padding) are picked too; they are never masked or scored: "
+            "drop them with ~torch.isin(input_ids, special_ids) before anything else.",
+        ),
+        Mistake(
+            lambda *a: _mlm_rule(*a, mask_share=1.0, random_share=0.0),
+            "every picked token becomes [MASK]; only 80% do (u < 0.12), 10% get a random id "
+            "(0.12 <= u < 0.135) and 10% stay as they are, so the model must predict real tokens too.",
+        ),
+        Mistake(
+            lambda *a: _mlm_rule(*a, score_all=True),
+            "every position has a label; only the picked ones are scored, the others get -100.",
+        ),
+        Mistake(
+            lambda *a: _mlm_rule(*a, label_inputs=True),
+            "the labels hold the corrupted inputs ([MASK], random ids); they must hold the original "
+            "token, the one the model has to recover.",
+        ),
+        Mistake(
+            lambda *a: _mlm_rule(*a, mask_share=0.1, random_share=0.1),
+            "the shares are the wrong way round (10% [MASK], 80% unchanged): [MASK] takes the lowest "
+            "80% of the picked band (u < 0.12), a random id the next 10%, and only the top 10% stay.",
+        ),
+    ),
+    hints=(
+        "picked = (u < 0.15) & ~torch.isin(input_ids, special_ids); u also decides what happens to a "
+        "picked token: [MASK] below 0.12, a random id from 0.12 to 0.135, unchanged from 0.135 to 0.15.",
+        "inputs = torch.where(picked & (u < 0.12), mask_token_id, input_ids), then put random_ids where "
+        "picked & (0.12 <= u) & (u < 0.135).",
+        "labels = input_ids.masked_fill(~picked, -100); return torch.stack([inputs, labels]).",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.2 the causal language-modelling loss
+
+
+def _clm_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, T: int, V: int, prompt: list[int] | None = None) -> Case:
+        logits = 2 * torch.randn(B, T, V, generator=g)  # (B, T, V)
+        labels = torch.randint(V, (B, T), generator=g)  # (B, T)
+        for b, n in enumerate(prompt or []):
+            labels[b, :n] = IGNORE_INDEX  # an unscored prompt, of a different length per row
+        return Case((logits, labels))
+
+    return [
+        case(2, 7, 11),
+        case(3, 9, 5, prompt=[2, 5, 0]),  # rows score different numbers of tokens
+        case(1, 13, 17),
+        case(4, 6, 23, prompt=[1, 3, 4, 2]),
+    ]
+
+
+def _ce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def _per_row_mean(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    losses = F.cross_entropy(
+        logits[:, :-1].transpose(1, 2), labels[:, 1:], ignore_index=IGNORE_INDEX, reduction="none"
+    )  # (B, T-1)
+    scored = (labels[:, 1:] != IGNORE_INDEX).float()  # (B, T-1)
+    return ((losses * scored).sum(1) / scored.sum(1)).mean()
+
+
+CLM = Exercise(
+    exercise_id="09.2",
+    title="the causal LM loss: position t's logits are scored on token t + 1, -100 labels skipped",
+    function_name="causal_lm_loss",
+    arg_names=("logits", "labels"),
+    reference=lambda logits, labels: causal_lm_loss(logits, labels),
+    make_cases=_clm_cases,
+    mistakes=(
+        Mistake(
+            _ce,
+            "no shift: position t is scored on its own token t, which it can see in its input. "
+            "Score logits[:, :-1] against labels[:, 1:].",
+        ),
+        Mistake(
+            lambda logits, labels: _ce(logits[:, 1:], labels[:, :-1]),
+            "the shift goes the wrong way: logits[:, 1:] against labels[:, :-1] asks position t + 1 for "
+            "token t, the past. Use logits[:, :-1] against labels[:, 1:].",
+        ),
+        Mistake(
+            _per_row_mean,
+            "the loss is averaged per sequence, then over the batch; average over every scored token at "
+            "once (rows that score more tokens weigh more), as cross_entropy on the flattened tokens does.",
+        ),
+        Mistake(
+            lambda logits, labels: F.cross_entropy(
+                logits[:, :-1].flatten(0, 1),
+                labels[:, 1:].flatten(),
+                ignore_index=IGNORE_INDEX,
+                reduction="sum",
+            ),
+            "that is the sum over tokens; the loss is the mean over the scored tokens.",
+        ),
+    ),
+    hints=(
+        "the logits at position t predict token t + 1: drop the last position of the logits and the "
+        "first of the labels.",
+        "flatten (B, T-1, V) to (B·(T-1), V) and (B, T-1) to (B·(T-1),) for F.cross_entropy, which "
+        "skips labels equal to -100 (ignore_index) by default.",
+        "F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.3 T5's encoder input: one sentinel per span
+
+
+def _runs(length: int, starts_and_lengths: list[tuple[int, int]]) -> torch.Tensor:
+    noise = torch.zeros(length, dtype=torch.bool)
+    for start, n in starts_and_lengths:
+        noise[start : start + n] = True
+    return noise  # (T,)
+
+
+def _span_cases(g: torch.Generator) -> list[Case]:
+    def tokens(T: int) -> torch.Tensor:
+        return torch.randint(5, 90, (T,), generator=g)  # (T,) far below the sentinels
+
+    random_noise = torch.rand(23, generator=g) < 0.35
+    random_noise[0] = True  # a span right at the start
+    return [
+        Case((tokens(12), _runs(12, [(2, 3), (8, 2)]), 199)),
+        Case((tokens(9), _runs(9, [(0, 1), (3, 1), (6, 3)]), 149)),  # spans at both ends
+        Case((tokens(23), random_noise, 127)),
+        Case((tokens(15), _runs(15, [(4, 1)]), 99)),  # a single span of one token
+        Case((tokens(20), _runs(20, [(1, 2), (5, 2), (9, 2), (13, 2), (17, 2)]), 299)),
+    ]
+
+
+def _span_reference(tokens: torch.Tensor, noise: torch.Tensor, sentinel_start_id: int) -> torch.Tensor:
+    return _replace_runs(tokens, noise, sentinel_start_id)  # what span_corruption builds its input with
+
+
+def _sentinels_counting_up(tokens, noise, sentinel_start_id):
+    starts = noise & ~torch.cat([noise.new_zeros(1), noise[:-1]])
+    sentinel = sentinel_start_id + starts.long().cumsum(0) - 1  # <X0> = start, then start + 1, ...
+    return torch.where(starts, sentinel, tokens)[~noise | starts]
+
+
+def _one_sentinel_per_token(tokens, noise, sentinel_start_id):
+    sentinel = sentinel_start_id + 1 - noise.long().cumsum(0)
+    return torch.where(noise, sentinel, tokens)
+
+
+SPANS = Exercise(
+    exercise_id="09.3",
+    title="T5's encoder input: each run of hidden tokens becomes one sentinel, counting down from the start id",
+    function_name="span_inputs",
+    arg_names=("tokens", "noise", "sentinel_start_id"),
+    reference=_span_reference,
+    make_cases=_span_cases,
+    mistakes=(
+        Mistake(
+            _sentinels_counting_up,
+            "the sentinels count up; T5's <extra_id_0>, <extra_id_1>, ... sit at the end of the vocabulary "
+            "counting *down*: span k gets sentinel_start_id - k.",
+        ),
+        Mistake(
+            _one_sentinel_per_token,
+            "each hidden token got its own sentinel; a whole run of hidden tokens (a span) is replaced by "
+            "one sentinel. Find the first token of each run: noise & ~(the previous token is noise).",
+        ),
+        Mistake(
+            lambda tokens, noise, s: _replace_runs(tokens, noise, s - 1),
+            "off by one: the first span gets sentinel_start_id itself (<extra_id_0>), the second "
+            "sentinel_start_id - 1.",
+        ),
+        Mistake(
+            lambda tokens, noise, s: torch.where(noise, s, tokens),
+            "the hidden tokens are overwritten one by one with a single sentinel; replace each span by "
+            "one sentinel (so the input gets shorter) and number the spans: sentinel_start_id - k.",
+        ),
+        Mistake(
+            lambda tokens, noise, s: _replace_runs(tokens, ~noise, s),
+            "that is the decoder *target* (the clean tokens replaced); the encoder input keeps the "
+            "clean tokens and replaces the hidden spans (noise = True).",
+        ),
+    ),
+    hints=(
+        "a span starts where noise is True and the previous token is not: "
+        "starts = noise & ~torch.cat([noise.new_zeros(1), noise[:-1]]).",
+        "the k-th start (k = 0, 1, ...) gets sentinel_start_id - k: starts.long().cumsum(0) counts them "
+        "(1, 2, ...) along the sequence.",
+        "put the sentinels at the starts with torch.where, then keep the clean tokens and the starts: "
+        "out[~noise | starts].",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.4 GPT-2's parameter count
+
+
+def _count_reference(vocab_size, max_seq_len, embed_dim, num_layers, ffn_dim, tie_embeddings):
+    config = GPTConfig(
+        vocab_size=vocab_size,
+        max_seq_len=max_seq_len,
+        embed_dim=embed_dim,
+        num_layers=num_layers,
+        num_heads=1,  # the count does not depend on how C is cut into heads
+        ffn_dim=ffn_dim,
+        tie_embeddings=tie_embeddings,
+    )
+    return torch.tensor(gpt_parameter_count(config))
+
+
+def _count_variant(V, P, C, L, F, tied, *, head=0, biases=True, norms=True, final_norm=True, positions=True):
+    per_layer = 4 * C * C + 2 * C * F  # weights: q, k, v, out; up, down
+    per_layer += (4 * C + F + C) if biases else 0
+    per_layer += 4 * C if norms else 0
+    total = V * C + (P * C if positions else 0) + L * per_layer + (2 * C if final_norm else 0)
+    total += (0 if tied else V * C) + head
+    return torch.tensor(total)
+
+
+def _count_cases(g: torch.Generator) -> list[Case]:
+    def sizes() -> tuple[int, ...]:
+        C = int(torch.randint(3, 40, (1,), generator=g))
+        return (
+            int(torch.randint(11, 500, (1,), generator=g)),  # V
+            int(torch.randint(5, 130, (1,), generator=g)),  # P
+            C,
+            int(torch.randint(1, 7, (1,), generator=g)),  # L
+            int(torch.randint(5, 150, (1,), generator=g)),  # F, not always 4 C
+        )
+
+    return [
+        Case((50257, 1024, 768, 12, 3072, True)),  # GPT-2 small
+        Case((*sizes(), True)),
+        Case((*sizes(), False)),  # an untied head
+        Case((50257, 1024, 1600, 48, 6400, True)),  # GPT-2 XL
+        Case((*sizes(), True)),
+    ]
+
+
+COUNT = Exercise(
+    exercise_id="09.4",
+    title="the number of parameters of a GPT-2-style model from its sizes",
+    function_name="gpt_parameter_count",
+    arg_names=("vocab_size", "max_seq_len", "embed_dim", "num_layers", "ffn_dim", "tie_embeddings"),
+    reference=_count_reference,
+    make_cases=_count_cases,
+    mistakes=(
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, head=V * C if tied else 0),
+            "the tied output head is counted twice: with tie_embeddings=True lm_head *is* the token "
+            "embedding matrix, one V·C tensor; add V·C only when the head is untied.",
+        ),
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, biases=False),
+            "the biases are missing: GPT-2's q, k, v and output projections have C each (4C), and the "
+            "FFN's up and down projections F and C.",
+        ),
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, norms=False, final_norm=False),
+            "the LayerNorms are missing: each has a gain and a bias (2C); two per block and a final one.",
+        ),
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, final_norm=False),
+            "the final LayerNorm after the last block (2C) is missing; GPT-2 added it (Radford et al., "
+            "2019, section 2.3).",
+        ),
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, positions=False),
+            "the learned position table is missing: max_seq_len rows of C numbers.",
+        ),
+        Mistake(
+            lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, 4 * C, tied),
+            "the FFN width is taken as 4·embed_dim; use ffn_dim (GPT-2 uses 4C, but the config may not).",
+        ),
+    ),
+    hints=(
+        "add up the tensors: token table V·C, position table P·C, per block the attention (four C×C "
+        "projections with biases), the FFN (C×F and F×C with biases) and two LayerNorms, then a final "
+        "LayerNorm; the head adds V·C only when it is not tied.",
+        "per block: 4C² + 4C (attention) + 2CF + F + C (FFN) + 4C (two LayerNorms of 2C).",
+        "return torch.tensor(V*C + P*C + L*(4*C*C + 4*C + 2*C*F + F + C + 4*C) + 2*C + (0 if tied else V*C))",
+    ),
+)
+
+
+EXERCISES = (MLM, CLM, SPANS, COUNT)

@@ -1,0 +1,399 @@
+"""Checks for notebook 11's exercises: a sliding-window mask, causal linear attention (parallel and recurrent
+forms), and a top-k router.
+
+The references are :func:`attn_edu.efficient.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
+(``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent` and
+:class:`attn_edu.efficient.TopKRouter`. Cases mix ``T < S`` (a cache of earlier keys), batch and head
+dimensions with odd sizes, and ``D != Dv``. The known-wrong versions below are the usual slips: a window
+one key too wide or too narrow, a symmetric band where a causal one was asked, no normaliser, a prefix
+sum over the wrong axis, reading the state before adding the current token, softmax taken before top-k.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from attn_edu import efficient
+from attn_edu.attention import scaled_dot_product_attention
+from attn_edu.grading.exercise import Case, Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=g)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 11.1 sliding-window mask
+
+
+def _window_cases(g: torch.Generator) -> list[Case]:
+    T = int(torch.randint(3, 9, (1,), generator=g))
+    S = T + int(torch.randint(1, 6, (1,), generator=g))
+    return [
+        Case((7, 7, 3)),
+        Case((5, 9, 2)),  # a cache of 4 earlier keys: bottom-right
+        Case((6, 6, 2), {"causal": False}),
+        Case((4, 11, 3), {"causal": False}),
+        Case((6, 6, 1)),  # window 1: each query sees only itself
+        Case((T, S, 4), {"causal": True}),
+        Case((T, T, 5), {"causal": False}),
+    ]
+
+
+def _offsets(T: int, S: int, *, bottom_right: bool = True) -> torch.Tensor:
+    rows = torch.arange(T)[:, None] + ((S - T) if bottom_right else 0)  # (T, 1) absolute query positions
+    return rows - torch.arange(S)[None, :]  # (T, S): how far key s lies behind query t
+
+
+def _band(T: int, S: int, low: int, high: int, *, bottom_right: bool = True) -> torch.Tensor:
+    offset = _offsets(T, S, bottom_right=bottom_right)  # (T, S)
+    return (offset >= low) & (offset <= high)  # (T, S)
+
+
+def _window_reference(T: int, S: int, window: int, causal: bool = True) -> torch.Tensor:
+    return efficient.sliding_window_mask(T, S, window=window, causal=causal)
+
+
+SLIDING_WINDOW = Exercise(
+    exercise_id="11.1",
+    title="a bool sliding-window mask (T, S): causal or bidirectional, bottom-right aligned",
+    function_name="sliding_window_mask",
+    arg_names=("T", "S", "window"),
+    reference=_window_reference,
+    make_cases=_window_cases,
+    mistakes=(
+        Mistake(
+            lambda T, S, window, causal=True: (
+                _band(T, S, 0, window) if causal else _band(T, S, -window, window)
+            ),
+            "off by one: the window is one key too wide. Causal: query at position p sees keys "
+            "p - window + 1 .. p (window keys, itself included), so use 0 <= p - s < window, not <=.",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: (
+                _band(T, S, 0, window - 2) if causal else _band(T, S, 2 - window, window - 2)
+            ),
+            "off by one: the window is one key too narrow. The query's own token counts: "
+            "0 <= p - s < window keeps window keys (p - s = 0, 1, ..., window - 1).",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: _band(T, S, 1 - window, window - 1),
+            "with causal=True the band is symmetric, so queries see future keys: keep only "
+            "p - s >= 0 (the key is not ahead of the query).",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: _band(T, S, 0, window - 1),
+            "with causal=False the band must reach both ways: |p - s| < window (2·window - 1 keys); "
+            "your mask keeps only the keys behind the query.",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: (
+                _band(T, S, 1 - window, 0) if causal else _band(T, S, 1 - window, window - 1)
+            ),
+            "the causal band looks ahead: query p sees keys p .. p + window - 1 (the future). "
+            "The offset is p - s with the key behind the query: 0 <= p - s < window.",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: (
+                _band(T, S, 0, window - 1, bottom_right=False)
+                if causal
+                else _band(T, S, 1 - window, window - 1, bottom_right=False)
+            ),
+            "the band is aligned top-left: with S > T keys query t sits at absolute position "
+            "p = S - T + t (the last T tokens are the queries), so measure offsets from p, not t.",
+        ),
+        Mistake(
+            lambda T, S, window, causal=True: ~_window_reference(T, S, window, causal),
+            "the polarity is inverted: True means *may attend* (the keys inside the window).",
+        ),
+    ),
+    hints=(
+        "query t sits at absolute position p = S - T + t; compute the offset p - s for every key s "
+        "with broadcasting: a (T, 1) column minus a (1, S) row.",
+        "causal: the key is inside the window when 0 <= p - s < window; bidirectional: |p - s| < window.",
+        "offset = (torch.arange(T)[:, None] + S - T) - torch.arange(S)[None, :]; "
+        "causal: (offset >= 0) & (offset < window); else offset.abs() < window",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 11.2 causal linear attention, parallel form (prefix sums)
+
+
+def _qkv(
+    g: torch.Generator, batch: tuple[int, ...], T: int, S: int, D: int, Dv: int
+) -> tuple[torch.Tensor, ...]:
+    return _randn(g, *batch, T, D), _randn(g, *batch, S, D), _randn(g, *batch, S, Dv)
+
+
+def _parallel_cases(g: torch.Generator) -> list[Case]:
+    T = int(torch.randint(2, 7, (1,), generator=g))
+    return [
+        Case(_qkv(g, (), 6, 6, 4, 4)),
+        Case(_qkv(g, (2, 3), 5, 5, 6, 7)),  # (B, H, T, D) with an odd head count, D != Dv
+        Case(_qkv(g, (2,), 3, 8, 5, 3)),  # T < S: 5 cached keys before the queries
+        Case(_qkv(g, (1, 5), 1, 6, 8, 4)),  # one new token sees every key
+        Case(_qkv(g, (3,), T, T + 4, 3, 6)),
+    ]
+
+
+def _phi(x: torch.Tensor) -> torch.Tensor:
+    return F.elu(x) + 1
+
+
+def _prefix_parts(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, feature_map=_phi, *, sum_dim: int = -3
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """φ(q), Σ φ(k) vᵀ and Σ φ(k) prefix sums over the keys (or, for a mistake, over another axis)."""
+    qf, kf = feature_map(q), feature_map(k)  # (..., T, F), (..., S, F)
+    kv = torch.cumsum(kf[..., :, None] * v[..., None, :], dim=sum_dim)  # (..., S, F, Dv)
+    z = torch.cumsum(kf, dim=sum_dim + 1)  # (..., S, F)
+    return qf, kv, z
+
+
+def _read(qf: torch.Tensor, kv: torch.Tensor, z: torch.Tensor, *, normalise: bool = True) -> torch.Tensor:
+    """Outputs for the queries from the last T prefix sums: φ(q)ᵀ S / φ(q)ᵀ z."""
+    T = qf.shape[-2]
+    kv, z = kv[..., -T:, :, :], z[..., -T:, :]  # (..., T, F, Dv), (..., T, F): bottom-right
+    numerator = (qf[..., :, None, :] @ kv).squeeze(-2)  # (..., T, Dv)
+    if not normalise:
+        return numerator
+    return numerator / ((qf * z).sum(dim=-1, keepdim=True) + 1e-6)  # (..., T, Dv)
+
+
+def _exclusive(qf: torch.Tensor, kv: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prefix sums shifted by one key: each query misses its own token."""
+    kv = torch.cat([torch.zeros_like(kv[..., :1, :, :]), kv[..., :-1, :, :]], dim=-3)  # (..., S, F, Dv)
+    z = torch.cat([torch.zeros_like(z[..., :1, :]), z[..., :-1, :]], dim=-2)  # (..., S, F)
+    return kv, z
+
+
+def _top_left(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    qf, kv, z = _prefix_parts(q, k, v)
+    T = q.shape[-2]
+    return _read(qf, kv[..., :T, :, :], z[..., :T, :])  # the first T prefix sums: query t sees keys 0..t
+
+
+def _parallel_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return efficient.linear_attention(q, k, v, is_causal=True)
+
+
+LINEAR_PARALLEL = Exercise(
+    exercise_id="11.2",
+    title="causal linear attention with φ(x) = elu(x) + 1, parallel form (prefix sums over the keys)",
+    function_name="causal_linear_attention",
+    arg_names=("q", "k", "v"),
+    reference=_parallel_reference,
+    make_cases=_parallel_cases,
+    mistakes=(
+        Mistake(
+            lambda q, k, v: _read(*_prefix_parts(q, k, v), normalise=False),
+            "the normaliser is missing: divide φ(q_t)ᵀ Σ φ(k_s) v_sᵀ by φ(q_t)ᵀ Σ φ(k_s), the same sum "
+            "without the values, so the weights of each query add up to 1.",
+        ),
+        Mistake(
+            lambda q, k, v: _read(*_prefix_parts(q, k, v, sum_dim=-2)),
+            "the prefix sum runs over the wrong axis (the features): cumsum over the key axis "
+            "(dim=-3 of the (..., S, F, Dv) products, dim=-2 of φ(k)).",
+        ),
+        Mistake(
+            lambda q, k, v: efficient.linear_attention(q, k, v),
+            "this is not causal: every query sums over all keys. Use prefix sums (torch.cumsum over the "
+            "key axis) so query t only sees keys up to its own position.",
+        ),
+        Mistake(
+            lambda q, k, v: (lambda qf, kv, z: _read(qf, *_exclusive(qf, kv, z)))(*_prefix_parts(q, k, v)),
+            "each query misses its own token (an exclusive prefix sum): the sums for position p "
+            "include key p itself.",
+        ),
+        Mistake(
+            _top_left,
+            "the prefix sums are aligned top-left: with S > T, query t sits at position S - T + t, "
+            "so it reads the last T prefix sums ([..., -T:, ...]), not the first T.",
+        ),
+        Mistake(
+            lambda q, k, v: _read(*_prefix_parts(q, k, v, feature_map=lambda x: x)),
+            "the feature map is missing: apply φ(x) = elu(x) + 1 to q and k. Raw dot products can be "
+            "negative, so the normaliser can pass through 0.",
+        ),
+        Mistake(
+            lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True),
+            "this is causal softmax attention; linear attention replaces exp(q·k/√D) by φ(q)·φ(k) with "
+            "φ(x) = elu(x) + 1, and never forms the (T, S) score matrix.",
+        ),
+    ),
+    hints=(
+        "out_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t with S_t = Σ_{s ≤ p} φ(k_s) v_sᵀ and z_t = Σ_{s ≤ p} φ(k_s), "
+        "p = S - T + t; torch.cumsum over the key axis gives every prefix sum at once.",
+        "the products φ(k_s) v_sᵀ for every key: kf[..., :, None] * v[..., None, :], shape (..., S, F, Dv); "
+        "cumsum(dim=-3); then keep the last T rows for the T queries.",
+        "numerator = (qf[..., :, None, :] @ kv[..., -T:, :, :]).squeeze(-2); "
+        "denominator = (qf * z[..., -T:, :]).sum(-1, keepdim=True)",
+    ),
+    atol=1e-4,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 11.3 causal linear attention, recurrent form (an RNN with a (F, Dv) state)
+
+
+def _recurrent_cases(g: torch.Generator) -> list[Case]:
+    T = int(torch.randint(3, 9, (1,), generator=g))
+    return [
+        Case(_qkv(g, (), 6, 6, 4, 4)),
+        Case(_qkv(g, (2, 3), 5, 5, 6, 7)),  # (B, H, T, D): odd head count, D != Dv
+        Case(_qkv(g, (1,), 1, 1, 5, 3)),  # a single token
+        Case(_qkv(g, (3,), T, T, 3, 5)),
+    ]
+
+
+def _rnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, read_first=False, eps=1e-6, keep_z=True):
+    """A loop over tokens with the slips a learner can make, switched on by the arguments."""
+    qf, kf = _phi(q), _phi(k)  # (..., T, F)
+    state = torch.zeros(*kf.shape[:-2], kf.shape[-1], v.shape[-1])  # (..., F, Dv)
+    z = torch.zeros(kf.shape[:-2] + kf.shape[-1:])  # (..., F)
+    outputs = []
+    for t in range(q.shape[-2]):
+        if read_first:  # the output is read before the token is added
+            outputs.append(
+                (qf[..., t, None, :] @ state).squeeze(-2) / ((qf[..., t, :] * z).sum(-1, keepdim=True) + eps)
+            )
+        state = state + kf[..., t, :, None] * v[..., t, None, :]  # (..., F, Dv)
+        z = z + kf[..., t, :] if keep_z else kf[..., t, :]  # (..., F)
+        if not read_first:
+            outputs.append(
+                (qf[..., t, None, :] @ state).squeeze(-2) / ((qf[..., t, :] * z).sum(-1, keepdim=True) + eps)
+            )
+    return torch.stack(outputs, dim=-2)  # (..., T, Dv)
+
+
+def _recurrent_numerator_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    qf, kv, z = _prefix_parts(q, k, v)
+    return _read(qf, kv, z, normalise=False)
+
+
+READ_FIRST = (
+    "the output is read before the current token is added to the state, so each token misses itself "
+    "(and the first output is 0/0): update S and z first, then read φ(q_t)ᵀ S / φ(q_t)ᵀ z."
+)
+
+LINEAR_RECURRENT = Exercise(
+    exercise_id="11.3",
+    title="causal linear attention as an RNN: a (D, Dv) state S and a (D,) normaliser z updated per token",
+    function_name="linear_attention_rnn",
+    arg_names=("q", "k", "v"),
+    reference=lambda q, k, v: efficient.linear_attention_recurrent(q, k, v),
+    make_cases=_recurrent_cases,
+    mistakes=(
+        Mistake(lambda q, k, v: _rnn(q, k, v, read_first=True), READ_FIRST),
+        Mistake(lambda q, k, v: _rnn(q, k, v, read_first=True, eps=0.0), READ_FIRST),
+        Mistake(
+            _recurrent_numerator_only,
+            "the normaliser is missing: keep a running z_t = z_(t-1) + φ(k_t) too and divide by φ(q_t)ᵀ z_t.",
+        ),
+        Mistake(
+            lambda q, k, v: _rnn(q, k, v, keep_z=False),
+            "z is replaced instead of accumulated: z_t = z_(t-1) + φ(k_t), a running sum like S_t.",
+        ),
+        Mistake(
+            lambda q, k, v: v.clone(),
+            "each output equals its own value vector: the state is overwritten at every step instead of "
+            "accumulated. S_t = S_(t-1) + φ(k_t) v_tᵀ and z_t = z_(t-1) + φ(k_t).",
+        ),
+    ),
+    hints=(
+        "start from S = zeros(..., D, Dv) and z = zeros(..., D); for each t add φ(k_t) v_tᵀ to S and "
+        "φ(k_t) to z, then read the output of token t.",
+        "φ(k_t) v_tᵀ is an outer product: kf[..., t, :, None] * v[..., t, None, :], shape (..., D, Dv).",
+        "out_t = (qf[..., t, None, :] @ S).squeeze(-2) / (qf[..., t, :] * z).sum(-1, keepdim=True); "
+        "stack the T outputs on dim=-2",
+    ),
+    atol=1e-4,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 11.4 top-k router (softmax over the k chosen logits, the convention of attn_edu.efficient.TopKRouter)
+
+
+def _router_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 6, 5), _randn(g, 4, 5), 2)),  # x (N, C), gate_weight (E, C), k
+        Case((_randn(g, 9, 7), _randn(g, 8, 7), 2)),
+        Case((_randn(g, 5, 6), _randn(g, 5, 6), 1)),  # k = 1 (Switch-style routing)
+        Case((_randn(g, 11, 3), _randn(g, 6, 3), 3)),
+        Case((_randn(g, 7, 4), _randn(g, 3, 4), 2)),
+    ]
+
+
+def _route_reference(x: torch.Tensor, gate_weight: torch.Tensor, k: int) -> torch.Tensor:
+    E, C = gate_weight.shape
+    router = efficient.TopKRouter(C, E, k=k)
+    with torch.no_grad():
+        router.gate.weight.copy_(gate_weight)
+        weights, expert_index, _ = router(x)  # (N, k), (N, k)
+    return torch.zeros(x.shape[0], E).scatter(1, expert_index, weights)  # (N, E)
+
+
+def _keep_top_k(values: torch.Tensor, logits: torch.Tensor, k: int, *, largest: bool = True) -> torch.Tensor:
+    index = logits.topk(k, dim=-1, largest=largest).indices  # (N, k)
+    return torch.zeros_like(values).scatter(1, index, values.gather(1, index))  # (N, E)
+
+
+def _softmax_of_chosen(logits: torch.Tensor, k: int, *, largest: bool) -> torch.Tensor:
+    top, index = logits.topk(k, dim=-1, largest=largest)  # (N, k), (N, k)
+    return torch.zeros_like(logits).scatter(1, index, top.softmax(dim=-1))  # (N, E)
+
+
+TOP_K_ROUTER = Exercise(
+    exercise_id="11.4",
+    title="top-k routing weights (N, E): softmax over each token's k largest logits, 0 elsewhere",
+    function_name="top_k_routing",
+    arg_names=("x", "gate_weight", "k"),
+    reference=_route_reference,
+    make_cases=_router_cases,
+    mistakes=(
+        Mistake(
+            lambda x, w, k: _keep_top_k(torch.softmax(x @ w.T, dim=-1), x @ w.T, k),
+            "the softmax runs over all E experts before the top-k, so each token's k weights sum to "
+            "less than 1 (Switch Transformer's convention). attn_edu's TopKRouter (Shazeer et al. 2017) "
+            "takes the top-k logits first, then the softmax over those k.",
+        ),
+        Mistake(
+            lambda x, w, k: torch.softmax(x @ w.T, dim=-1),
+            "every expert gets a weight: keep only the k largest logits per token (logits.topk(k)) "
+            "and set the other E - k weights to 0.",
+        ),
+        Mistake(
+            lambda x, w, k: _keep_top_k(torch.softmax(x @ w.T, dim=0), x @ w.T, k),
+            "the softmax runs over the tokens (dim=0); each token's weights are a softmax over experts.",
+        ),
+        Mistake(
+            lambda x, w, k: _softmax_of_chosen(x @ w.T, k, largest=False),
+            "the k *smallest* logits were kept: topk returns the largest by default (largest=True).",
+        ),
+        Mistake(
+            lambda x, w, k: _route_reference(x, w, k).gt(0).float(),
+            "the chosen experts all get weight 1: mix them with a softmax over their k logits, so a "
+            "token's weights sum to 1 and reflect how well each expert matches.",
+        ),
+        Mistake(
+            lambda x, w, k: _keep_top_k(x @ w.T, x @ w.T, k),
+            "these are the raw logits of the chosen experts: turn them into weights with a softmax "
+            "over the k chosen logits.",
+        ),
+    ),
+    hints=(
+        "logits = x @ gate_weight.T (N, E); logits.topk(k, dim=-1) gives each token's k best values and "
+        "their expert indices.",
+        "attn_edu's convention: softmax over the k chosen logits only (dim=-1), then write those k weights "
+        "into a (N, E) tensor of zeros at the chosen indices.",
+        "top, index = logits.topk(k, dim=-1); torch.zeros_like(logits).scatter(1, index, top.softmax(-1))",
+    ),
+)
+
+
+EXERCISES = (SLIDING_WINDOW, LINEAR_PARALLEL, LINEAR_RECURRENT, TOP_K_ROUTER)

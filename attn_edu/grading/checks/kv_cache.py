@@ -1,0 +1,326 @@
+"""Checks for notebook 10's exercises: a KV-cache append, the cache-size formula, top-k and top-p sampling.
+
+The references are :class:`attn_edu.kv_cache.KVCacheLayer`, :func:`attn_edu.kv_cache.kv_cache_bytes`,
+:func:`attn_edu.generation.top_k_filter` and :func:`attn_edu.generation.top_p_filter`. The known-wrong
+versions below are the usual slips: concatenating along the wrong dimension or overwriting the cache,
+forgetting that K *and* V are stored or counting query heads instead of key/value heads, keeping one
+token too many, renormalising over the whole vocabulary, dropping the token that crosses ``p``, sorting
+the wrong way round.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_edu.generation import top_k_filter, top_p_filter
+from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.kv_cache import MODEL_SHAPES, KVCacheLayer, kv_cache_bytes
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.1 append new keys (or values) to a layer's cache
+
+
+def _append_cases(g: torch.Generator) -> list[Case]:
+    # The cache and the new chunk hold the same number of tokens (S == T) in every case, so that a
+    # concatenation along the wrong dimension still runs and the check can name it; with S != T torch
+    # refuses, and its error message already names the dimension.
+    def pair(B: int, H_kv: int, S: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(B, H_kv, S, D, generator=g), torch.randn(B, H_kv, S, D, generator=g)
+
+    S = int(torch.randint(2, 9, (1,), generator=g))
+    return [
+        Case(pair(1, 3, 1, 6)),  # one cached token, one new token (the second decoding step)
+        Case(pair(2, 5, 4, 10)),
+        Case(pair(3, 1, 2, 7)),  # multi-query attention: a single kv head
+        Case(pair(2, 3, S, 12)),
+    ]
+
+
+def _append_reference(cache: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    layer = KVCacheLayer()
+    layer.update(cache, cache)  # the tokens already stored
+    k_all, _ = layer.update(new, new)  # (B, H_kv, S + T, D)
+    return k_all
+
+
+APPEND = Exercise(
+    exercise_id="10.1",
+    title="append the new tokens' keys (B, H_kv, T, D) to a layer's cache (B, H_kv, S, D)",
+    function_name="append_to_cache",
+    arg_names=("cache", "new"),
+    reference=_append_reference,
+    make_cases=_append_cases,
+    mistakes=(
+        Mistake(
+            lambda cache, new: torch.cat([cache, new], dim=1),
+            "concatenated along dim 1, the kv heads: the cache would gain heads, not tokens. "
+            "Tokens run along dim 2 (S) of (B, H_kv, S, D): torch.cat([cache, new], dim=2).",
+        ),
+        Mistake(
+            lambda cache, new: torch.cat([cache, new], dim=-1),
+            "concatenated along the last dim, the head dim D: every key would get longer, not the "
+            "cache. Tokens run along dim 2 (S): torch.cat([cache, new], dim=2).",
+        ),
+        Mistake(
+            lambda cache, new: torch.cat([cache, new], dim=0),
+            "concatenated along dim 0, the batch: that adds sequences, not tokens. Use dim=2 (S).",
+        ),
+        Mistake(
+            lambda cache, new: new,
+            "only the new tokens come back: they overwrote the cache, and every earlier token is "
+            "forgotten. Append instead: the result holds S + T tokens, the old ones first.",
+        ),
+        Mistake(
+            lambda cache, new: torch.cat([new, cache], dim=2),
+            "the new tokens come first: the cache keeps positions in order, oldest first, so new "
+            "tokens go at the end: torch.cat([cache, new], dim=2).",
+        ),
+    ),
+    hints=(
+        "the cache's shape is (B, H_kv, S, D): which dimension counts tokens?",
+        "the result has shape (B, H_kv, S + T, D), the old tokens first, then the new ones.",
+        "torch.cat([cache, new], dim=2)",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.2 the cache-size formula
+
+
+_NAMES = ("num_layers", "num_heads", "num_kv_heads", "seq_len", "head_dim", "batch_size", "dtype_bytes")
+
+
+def _configs(rows: list[tuple[int, ...]]) -> tuple[torch.Tensor, ...]:
+    """Seven int64 tensors of shape (N,), one per field of ``_NAMES``, one entry per configuration."""
+    return tuple(torch.tensor(column, dtype=torch.int64) for column in zip(*rows))
+
+
+def _bytes_cases(g: torch.Generator) -> list[Case]:
+    def randint(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (1,), generator=g))
+
+    def random_row() -> tuple[int, ...]:
+        kv_heads = randint(1, 9)
+        group = randint(1, 5)  # query heads per kv head
+        return (
+            randint(1, 40),
+            kv_heads * group,
+            kv_heads,
+            randint(1, 5000),
+            randint(3, 130),
+            randint(1, 7),
+            [1, 2, 4][randint(0, 2)],
+        )
+
+    real = []
+    for name in ("Llama-2-7B", "Llama-3-8B", "Falcon-7B", "Llama-2-70B"):
+        shape = MODEL_SHAPES[name]
+        real.append(
+            (shape["num_layers"], shape["num_heads"], shape["num_kv_heads"], 4096, shape["head_dim"], 1, 2)
+        )
+    return [
+        Case(_configs(real)),  # real models at 4k tokens, batch 1, fp16
+        Case(_configs([(2, 4, 2, 10, 16, 3, 4), (1, 1, 1, 1, 1, 1, 1), (3, 6, 6, 7, 5, 2, 2)])),
+        Case(_configs([random_row() for _ in range(5)])),
+        Case(_configs([random_row() for _ in range(3)])),
+    ]
+
+
+def _bytes_reference(*columns: torch.Tensor) -> torch.Tensor:
+    rows = zip(*(c.tolist() for c in columns))
+    sizes = [
+        kv_cache_bytes(
+            num_layers=L, num_kv_heads=H_kv, seq_len=S, head_dim=D, batch_size=B, dtype_bytes=nbytes
+        )
+        for L, _H, H_kv, S, D, B, nbytes in rows
+    ]
+    return torch.tensor(sizes, dtype=torch.int64)  # (N,)
+
+
+BYTES = Exercise(
+    exercise_id="10.2",
+    title="the KV-cache size in bytes: layers × H_kv × S × D × 2 × bytes per number × B",
+    function_name="kv_cache_size",
+    arg_names=_NAMES,
+    reference=_bytes_reference,
+    make_cases=_bytes_cases,
+    mistakes=(
+        Mistake(
+            lambda L, H, H_kv, S, D, B, nbytes: L * H_kv * S * D * nbytes * B,
+            "half the size: the cache stores keys *and* values, two tensors per layer: multiply by 2.",
+        ),
+        Mistake(
+            lambda L, H, H_kv, S, D, B, nbytes: L * H * S * D * 2 * nbytes * B,
+            "num_heads counts the query heads; the cache stores only the key/value heads, "
+            "num_kv_heads (fewer under GQA, one under MQA).",
+        ),
+        Mistake(
+            lambda L, H, H_kv, S, D, B, nbytes: L * H_kv * S * D * 2 * nbytes,
+            "the batch is missing: every sequence in the batch has its own cache: multiply by batch_size.",
+        ),
+        Mistake(
+            lambda L, H, H_kv, S, D, B, nbytes: L * H_kv * S * D * 2 * nbytes * B / 2**30,
+            "that is GiB; return the size in bytes (an int64 tensor) and divide by 2**30 only to print it.",
+        ),
+    ),
+    hints=(
+        "each layer stores a key tensor and a value tensor of shape (B, H_kv, S, D).",
+        "one tensor holds B · H_kv · S · D numbers of dtype_bytes bytes each; there are 2 per layer.",
+        "num_layers * num_kv_heads * seq_len * head_dim * 2 * dtype_bytes * batch_size",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.3 top-k sampling distribution
+
+
+def _logits(g: torch.Generator, *shape: int, scale: float = 2.0) -> torch.Tensor:
+    return scale * torch.randn(shape, generator=g)  # distinct values: no ties at the cut
+
+
+def _top_k_cases(g: torch.Generator) -> list[Case]:
+    V = int(torch.randint(9, 30, (1,), generator=g))
+    return [
+        Case((_logits(g, 7), 3)),  # (V,)
+        Case((_logits(g, 2, 11), 1), {}),  # k = 1: greedy
+        Case((_logits(g, 3, V), 5)),
+        Case((_logits(g, 2, 3, 13), 4)),  # (B, T, V): any leading dims
+        Case((_logits(g, 5), 5)),  # k = V keeps everything
+    ]
+
+
+def _top_k_reference(logits: torch.Tensor, k: int) -> torch.Tensor:
+    return torch.softmax(top_k_filter(logits, k), dim=-1)  # (..., V)
+
+
+def _keep_top(logits: torch.Tensor, k: int, *, largest: bool = True) -> torch.Tensor:
+    k = min(k, logits.shape[-1])
+    index = logits.topk(k, dim=-1, largest=largest).indices  # (..., k)
+    return torch.zeros_like(logits, dtype=torch.bool).scatter(-1, index, True)  # (..., V)
+
+
+TOP_K = Exercise(
+    exercise_id="10.3",
+    title="top-k sampling: the next-token probabilities when only the k most likely tokens may be drawn",
+    function_name="top_k_probs",
+    arg_names=("logits", "k"),
+    reference=_top_k_reference,
+    make_cases=_top_k_cases,
+    mistakes=(
+        Mistake(
+            lambda logits, k: _top_k_reference(logits, min(k + 1, logits.shape[-1])),
+            "k + 1 tokens keep some probability: keep exactly the k largest logits "
+            "(the k-th largest is logits.topk(k).values[..., -1:]; keep logits >= it).",
+        ),
+        Mistake(
+            lambda logits, k: torch.softmax(logits, dim=-1) * _keep_top(logits, k),
+            "the kept probabilities do not sum to 1: they were computed by a softmax over all V "
+            "tokens and then cut. Set the dropped logits to -inf first, then take the softmax.",
+        ),
+        Mistake(
+            lambda logits, k: torch.softmax(
+                logits.masked_fill(~_keep_top(logits, k, largest=False), -torch.inf), -1
+            ),
+            "the k *least* likely tokens are kept: topk(k) (largest=True) gives the most likely ones.",
+        ),
+        Mistake(
+            lambda logits, k: top_k_filter(logits, k),
+            "these are filtered logits (with -inf), not probabilities: finish with a softmax over the last dim.",
+        ),
+    ),
+    hints=(
+        "find the k-th largest logit of each row, drop every logit below it, then take the softmax.",
+        "kth = logits.topk(k, dim=-1).values[..., -1:]; dropped logits become float('-inf') so that "
+        "the softmax gives them exactly 0 and renormalises over the k kept ones.",
+        "torch.softmax(logits.masked_fill(logits < kth, float('-inf')), dim=-1)",
+    ),
+    atol=1e-6,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.4 top-p (nucleus) sampling distribution
+
+
+def _top_p_cases(g: torch.Generator) -> list[Case]:
+    peaked = _logits(g, 9, scale=1.0)
+    peaked[4] = 8.0  # one token holds ~99 % of the mass: the nucleus is that token alone
+    V = int(torch.randint(10, 40, (1,), generator=g))
+    return [
+        Case((_logits(g, 8), 0.5)),  # (V,)
+        Case((_logits(g, 3, 12), 0.9)),  # (B, V)
+        Case((_logits(g, 2, V), 0.75)),
+        Case((_logits(g, 2, 2, 15, scale=1.0), 0.3)),  # (B, T, V), a flatter distribution
+        Case((peaked, 0.6)),
+    ]
+
+
+def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:
+    return torch.softmax(top_p_filter(logits, p), dim=-1)  # (..., V)
+
+
+def _nucleus(
+    logits: torch.Tensor, p: float, *, rule: str = "reference", descending: bool = True
+) -> torch.Tensor:
+    """Which tokens a (possibly wrong) nucleus rule keeps, as a bool (..., V) in vocabulary order."""
+    sorted_logits, order = logits.sort(dim=-1, descending=descending)  # (..., V)
+    if rule == "unsorted":
+        sorted_logits, order = logits, torch.arange(logits.shape[-1]).expand_as(logits)
+    probs = sorted_logits.softmax(dim=-1)  # (..., V)
+    mass_through = probs.cumsum(dim=-1)  # (..., V) mass of this token and those ranked above it
+    if rule == "exclude_crossing":
+        keep_sorted = mass_through <= p  # drops the token that takes the mass past p
+    else:
+        keep_sorted = mass_through - probs < p  # keeps it
+    return keep_sorted.scatter(-1, order, keep_sorted)  # (..., V)
+
+
+def _softmax_kept(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1)  # (..., V)
+
+
+TOP_P = Exercise(
+    exercise_id="10.4",
+    title="top-p (nucleus) sampling: the probabilities when only the smallest set holding mass p may be drawn",
+    function_name="top_p_probs",
+    arg_names=("logits", "p"),
+    reference=_top_p_reference,
+    make_cases=_top_p_cases,
+    mistakes=(
+        Mistake(
+            lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, rule="exclude_crossing")),
+            "the token whose probability takes the running total past p is dropped, so the kept "
+            "mass is below p (and a row whose top token alone exceeds p keeps nothing). Keep a token "
+            "while the mass ranked *above* it is still below p: cumsum - probs < p.",
+        ),
+        Mistake(
+            lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, descending=False)),
+            "the tokens were sorted from least to most likely, so the nucleus collects the tail. "
+            "Sort descending: logits.sort(dim=-1, descending=True).",
+        ),
+        Mistake(
+            lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, rule="unsorted")),
+            "the running total is taken in vocabulary order; sort the probabilities (descending) "
+            "first, then map the decision back with scatter.",
+        ),
+        Mistake(
+            lambda logits, p: torch.softmax(logits, dim=-1) * _nucleus(logits, p),
+            "the kept probabilities do not sum to 1: renormalise over the nucleus (set the dropped "
+            "logits to -inf, then softmax) rather than cutting the full softmax.",
+        ),
+    ),
+    hints=(
+        "sort the probabilities from most to least likely and keep tokens until their running total "
+        "reaches p; the token that reaches it stays in.",
+        "with probs sorted descending, a token stays when cumsum(probs) - probs < p (the mass ranked "
+        "above it); scatter that bool back to vocabulary order with the sort's indices.",
+        "keep_sorted.scatter(-1, order, keep_sorted) gives the mask in vocabulary order; then "
+        "torch.softmax(logits.masked_fill(~keep, float('-inf')), dim=-1).",
+    ),
+    atol=1e-6,
+)
+
+
+EXERCISES = (APPEND, BYTES, TOP_K, TOP_P)

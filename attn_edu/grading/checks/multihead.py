@@ -1,0 +1,312 @@
+"""Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``.
+
+The references are :func:`attn_edu.multihead.split_heads`, :func:`attn_edu.multihead.merge_heads`,
+:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in, no biases) and
+:func:`attn_edu.multihead.repeat_kv`. Cases use odd head counts, sizes that are not powers of two,
+``T != S`` and ``T != D`` (so that a transposed result cannot pass by having the right shape). The
+known-wrong versions below are the usual slips: a reshape that cuts tokens instead of channels,
+channels dealt out to heads in turn, transposing the wrong dimensions, a missing ``W^O``, the scale
+``1/sqrt(C)`` instead of ``1/sqrt(D)``, and kv heads tiled instead of repeated in place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_edu import masks
+from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=g)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 05.1 split heads
+
+
+def _split_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 2, 5, 12), 3)),  # D = 4
+        Case((_randn(g, 1, 7, 15), 5)),  # D = 3, five heads
+        Case((_randn(g, 3, 4, 18), 3)),  # D = 6
+        Case((_randn(g, 2, 6, 14), 7)),  # D = 2, seven heads
+        Case((_randn(g, 1, 3, 10), 1)),  # one head: just a new axis
+    ]
+
+
+def _interleaved_split(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    B, T, C = x.shape
+    return x.view(B, T, C // num_heads, num_heads).permute(0, 3, 1, 2)  # head h gets channels h, h+H, ...
+
+
+SPLIT = Exercise(
+    exercise_id="05.1",
+    title="split (B, T, C) into heads (B, H, T, D): head h gets channels h*D .. (h+1)*D - 1",
+    function_name="split_heads",
+    arg_names=("x", "num_heads"),
+    # A wrapper defined here, in the checks: the package function itself, handed to check(), counts
+    # as a learner calling the package (attn_edu.grading.watch_shortcuts).
+    reference=lambda x, num_heads: split_heads(x, num_heads),
+    make_cases=_split_cases,
+    mistakes=(
+        Mistake(
+            lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1),
+            "a reshape straight to (B, H, T, D) cuts the *tokens'* rows into pieces (memory is laid out "
+            "token by token), so a head mixes channels of different tokens: view(B, T, H, D) first, then "
+            "transpose(1, 2).",
+        ),
+        Mistake(
+            _interleaved_split,
+            "the heads are interleaved: head h got channels h, h + H, h + 2H, ... Each head owns one "
+            "contiguous block of D channels: view(B, T, H, D), not view(B, T, D, H).",
+        ),
+        Mistake(
+            lambda x, num_heads: x.view(x.shape[0], x.shape[1], num_heads, -1),
+            "the heads are cut but not moved: the result is (B, T, H, D); transpose(1, 2) puts the head "
+            "axis next to the batch, (B, H, T, D).",
+        ),
+        Mistake(
+            lambda x, num_heads: x.view(x.shape[0], x.shape[1], num_heads, -1).transpose(2, 3),
+            "the wrong dimensions are transposed: (B, T, H, D).transpose(2, 3) swaps heads and channels; "
+            "swap the token and head axes, transpose(1, 2).",
+        ),
+        Mistake(
+            lambda x, num_heads: x.view(x.shape[0], x.shape[1], num_heads, -1).permute(0, 2, 3, 1),
+            "the result is (B, H, D, T), the layout of a transposed key; split_heads returns (B, H, T, D): "
+            "transpose(1, 2) only.",
+        ),
+    ),
+    hints=(
+        "two steps: cut the last dimension C into (H, D), then move the head axis next to the batch.",
+        "x.view(B, T, H, D) has shape (B, T, H, D); which two dimensions must swap to get (B, H, T, D)?",
+        "x.view(B, T, num_heads, C // num_heads).transpose(1, 2)",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 05.2 merge heads
+
+
+def _merge_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 2, 3, 5, 4),)),
+        Case((_randn(g, 1, 5, 7, 3),)),
+        Case((_randn(g, 3, 7, 4, 2),)),
+        Case((_randn(g, 2, 1, 6, 5),)),  # one head
+        Case((_randn(g, 1, 3, 6, 6).transpose(2, 3),)),  # a non-contiguous input, as attention may return
+    ]
+
+
+def _merge_interleaved(x: torch.Tensor) -> torch.Tensor:
+    B, H, T, D = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, T, H * D)  # channel d*H + h instead of h*D + d
+
+
+MERGE = Exercise(
+    exercise_id="05.2",
+    title="merge heads (B, H, T, D) back into (B, T, C), head h in channels h*D .. (h+1)*D - 1",
+    function_name="merge_heads",
+    arg_names=("x",),
+    reference=lambda x: merge_heads(x),
+    make_cases=_merge_cases,
+    mistakes=(
+        Mistake(
+            lambda x: x.reshape(x.shape[0], x.shape[2], -1),
+            "a reshape straight to (B, T, C) without moving the heads back reads the memory head by "
+            "head, so 'token t' gets pieces of other tokens: transpose(1, 2) to (B, T, H, D) first, "
+            "then reshape(B, T, H * D).",
+        ),
+        Mistake(
+            _merge_interleaved,
+            "the heads are interleaved: channel h*D + d must hold head h's channel d, but yours holds "
+            "it at d*H + h. Go through (B, T, H, D), not (B, T, D, H).",
+        ),
+        Mistake(
+            lambda x: x.sum(dim=1),
+            "the heads are summed: merging concatenates them, (B, T, H·D); mixing heads is the job of "
+            "W^O, which comes after.",
+        ),
+        Mistake(
+            lambda x: x.mean(dim=1),
+            "the heads are averaged: merging concatenates them side by side, (B, T, H·D).",
+        ),
+    ),
+    hints=(
+        "undo split_heads step by step, in reverse order.",
+        "x.transpose(1, 2) gives (B, T, H, D); it is not contiguous in memory, so use reshape, not view.",
+        "x.transpose(1, 2).reshape(B, T, H * D)",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 05.3 a multi-head attention forward pass from four weight matrices
+
+
+def _weight(g: torch.Generator, out_features: int, in_features: int) -> torch.Tensor:
+    return _randn(g, out_features, in_features) / math.sqrt(in_features)  # (out, in) like nn.Linear
+
+
+def _mha_case(
+    g: torch.Generator,
+    B: int,
+    T: int,
+    S: int,
+    C: int,
+    H: int,
+    kdim: int,
+    vdim: int,
+    mask: torch.Tensor | None,
+) -> Case:
+    args = (
+        _randn(g, B, T, C),  # query
+        _randn(g, B, S, kdim),  # key
+        _randn(g, B, S, vdim),  # value
+        _weight(g, C, C),  # w_q
+        _weight(g, C, kdim),  # w_k
+        _weight(g, C, vdim),  # w_v
+        _weight(g, C, C),  # w_o
+        H,
+    )
+    return Case(args, {} if mask is None else {"mask": mask})
+
+
+def _mha_cases(g: torch.Generator) -> list[Case]:
+    padding = masks.key_mask(masks.padding_mask(torch.tensor([9, 6, 4]), 9))  # (B, 1, 1, S)
+    return [
+        _mha_case(g, 2, 5, 7, 12, 3, 12, 12, None),
+        _mha_case(g, 1, 6, 6, 10, 5, 10, 10, masks.causal_mask(6)),  # self-attention, causal
+        _mha_case(g, 3, 4, 9, 14, 7, 14, 14, padding),  # cross-attention with padded keys
+        _mha_case(g, 2, 3, 8, 18, 3, 7, 11, masks.causal_mask(3, 8)),  # kdim, vdim != C; T < S
+        _mha_case(g, 1, 4, 5, 8, 1, 8, 8, None),  # one head
+    ]
+
+
+def _mha_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    C = query.shape[-1]
+    layer = MultiHeadAttention(C, num_heads, bias=False, kdim=key.shape[-1], vdim=value.shape[-1])
+    with torch.no_grad():
+        for proj, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.out_proj, w_o)]:
+            proj.weight.copy_(w)
+        return layer(query, key, value, mask=mask)  # (B, T, C)
+
+
+def _mha_variant(
+    query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=split_heads, merge=merge_heads,
+    scale_dim=None, out=True,
+):  # fmt: skip
+    """The forward pass with one piece swapped for a wrong one (the known mistakes below)."""
+    q = split(query @ w_q.T, num_heads)  # (B, H, T, D)
+    k = split(key @ w_k.T, num_heads)  # (B, H, S, D)
+    v = split(value @ w_v.T, num_heads)  # (B, H, S, D)
+    width = q.shape[-1] if scale_dim is None else scale_dim
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, H, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+    merged = merge(heads)  # (B, T, C)
+    return merged @ w_o.T if out else merged  # (B, T, C)
+
+
+def _split_by_reshape(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    return x.reshape(x.shape[0], num_heads, x.shape[1], -1)  # (B, H, T, D), tokens and channels mixed
+
+
+def _merge_by_reshape(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.shape[0], x.shape[2], -1)  # (B, T, C), heads not moved back
+
+
+MHA = Exercise(
+    exercise_id="05.3",
+    title="multi-head attention: project, split heads, attend, merge, apply W^O",
+    function_name="multi_head_attention",
+    arg_names=("query", "key", "value", "w_q", "w_k", "w_v", "w_o", "num_heads"),
+    reference=_mha_reference,
+    make_cases=_mha_cases,
+    mistakes=(
+        Mistake(
+            lambda *a, **kw: _mha_variant(*a, **kw, out=False),
+            "W^O is missing: after merging the heads, project with w_o (merged @ w_o.T), which mixes "
+            "the heads and is part of the layer.",
+        ),
+        Mistake(
+            lambda *a, **kw: _mha_variant(*a, **kw, scale_dim=a[0].shape[-1]),
+            "the scores are divided by sqrt(C), the model width; each head compares D = C / H numbers, "
+            "so divide by sqrt(D).",
+        ),
+        Mistake(
+            lambda *a, **kw: _mha_variant(*a, **kw, merge=_merge_by_reshape),
+            "the heads are merged without moving them back: (B, H, T, D).transpose(1, 2) before the "
+            "reshape to (B, T, C); otherwise token t receives other tokens' outputs.",
+        ),
+        Mistake(
+            lambda *a, **kw: _mha_variant(*a, **kw, split=_split_by_reshape, merge=_merge_by_reshape),
+            "the heads are split and merged by a plain reshape: (B, T, C) -> (B, H, T, D) directly cuts "
+            "tokens instead of channels. Use view(B, T, H, D).transpose(1, 2), and the reverse to merge.",
+        ),
+        Mistake(
+            lambda *a, **kw: _mha_variant(*a, **kw, scale_dim=1),
+            "the scores are not scaled: divide q kᵀ by sqrt(D), D = C / num_heads.",
+        ),
+    ),
+    hints=(
+        "the weights follow nn.Linear: a projection is x @ w.T. Project query, key and value, then split "
+        "each into num_heads heads of width D = C / num_heads.",
+        "per head: softmax(q kᵀ / sqrt(D)) with masked scores set to -inf (mask True = may attend), times v.",
+        "merge the heads back to (B, T, C) and finish with @ w_o.T.",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 05.4 repeat_kv for grouped-query attention
+
+
+def _repeat_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 2, 2, 5, 4), 3)),  # H_kv = 2, H = 6
+        Case((_randn(g, 1, 3, 7, 6), 2)),  # H_kv = 3, H = 6
+        Case((_randn(g, 2, 4, 3, 5), 3)),  # H_kv = 4, H = 12
+        Case((_randn(g, 1, 1, 6, 3), 5)),  # MQA: one kv head for 5 query heads
+        Case((_randn(g, 3, 5, 4, 2), 1)),  # H_kv = H: nothing to repeat
+    ]
+
+
+REPEAT_KV = Exercise(
+    exercise_id="05.4",
+    title="repeat each kv head n_rep times in place: query head h reads kv head h // n_rep",
+    function_name="repeat_kv",
+    arg_names=("x", "n_rep"),
+    reference=lambda x, n_rep: repeat_kv(x, n_rep),
+    make_cases=_repeat_cases,
+    mistakes=(
+        Mistake(
+            lambda x, n_rep: x.repeat(1, n_rep, 1, 1),
+            "the kv heads are tiled (0, 1, 0, 1, ...), so query head h reads kv head h % H_kv; the "
+            "grouped layout (attn_edu, Hugging Face) copies each kv head into consecutive slots "
+            "(0, 0, 1, 1, ...): query head h reads kv head h // n_rep. Use repeat_interleave on dim 1.",
+        ),
+        Mistake(
+            lambda x, n_rep: x.repeat_interleave(n_rep, dim=2),
+            "the copies went along the sequence (dim 2): the result has n_rep × S keys. Repeat the "
+            "heads, dim 1.",
+        ),
+        Mistake(
+            lambda x, n_rep: x.repeat_interleave(n_rep, dim=-1),
+            "the copies went along the head dimension D (the last one); repeat the heads, dim 1.",
+        ),
+    ),
+    hints=(
+        "the result has H = H_kv · n_rep heads; kv head j must fill slots j·n_rep .. (j+1)·n_rep - 1.",
+        "x.repeat(...) tiles the whole head axis (0, 1, 0, 1); you want each head repeated in place (0, 0, 1, 1).",
+        "x.repeat_interleave(n_rep, dim=1), or x[:, :, None].expand(B, H_kv, n_rep, S, D).reshape(B, -1, S, D)",
+    ),
+)
+
+
+EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV)

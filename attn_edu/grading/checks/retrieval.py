@@ -1,0 +1,293 @@
+"""Checks for notebook 01's exercises: a soft lookup with a temperature, Nadaraya–Watson regression, dot-product pooling.
+
+Each exercise is compared with :mod:`attn_edu.retrieval` on random cases (``T != S``, sizes that are not
+powers of two, odd head counts as leading dims), and each lists the slips learners make most often,
+written out as wrong functions, so that a check can name the one it sees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_edu import retrieval
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+
+# ---------------------------------------------------------------------------------------------------------
+# Random inputs and shared pieces of the wrong versions
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=g)
+
+
+def _pool(scores: torch.Tensor, values: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.softmax(scores, dim=dim) @ values  # (..., T, Dv)
+
+
+def _outside_the_values(case: Case, got: torch.Tensor) -> str | None:
+    """A weighted average never leaves the range of the values; an output that does has bad weights."""
+    values = case.args[2]  # (..., S, Dv) or (S,)
+    values = values[:, None] if values.ndim == 1 else values
+    got = got[:, None] if got.ndim == 1 else got
+    low = values.amin(dim=-2, keepdim=True)  # (..., 1, Dv)
+    high = values.amax(dim=-2, keepdim=True)  # (..., 1, Dv)
+    try:
+        outside = ((got < low - 1e-4) | (got > high + 1e-4)).any()
+    except RuntimeError:  # shapes that do not broadcast: another stage reports them
+        return None
+    if outside:
+        return (
+            "some outputs lie outside the range of the values, so they are not weighted averages: the "
+            "weights must be non-negative and sum to 1 over the keys (a softmax over dim=-1)."
+        )
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 01.1 soft lookup with a temperature
+
+
+def _soft_lookup_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 5, 3), _randn(g, 7, 3), _randn(g, 7, 2)), {"temperature": 0.5}),
+        Case((_randn(g, 2, 3, 4, 6), _randn(g, 2, 3, 9, 6), _randn(g, 2, 3, 9, 5)), {"temperature": 2.0}),
+        Case((_randn(g, 1, 5), _randn(g, 6, 5), _randn(g, 6, 1))),  # the default temperature, 1
+        Case((_randn(g, 3, 6, 2), _randn(g, 3, 11, 2), _randn(g, 3, 11, 3)), {"temperature": 0.3}),
+        Case(
+            (3 * _randn(g, 4, 3), 3 * _randn(g, 6, 3), _randn(g, 6, 2)),
+            {"temperature": 0.01},
+            group="low temperature",
+        ),
+    ]
+
+
+def _soft_lookup_reference(query, keys, values, temperature=1.0):
+    return retrieval.soft_lookup(query, keys, values, temperature=temperature)
+
+
+def _scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    return query @ keys.transpose(-2, -1)  # (..., T, S)
+
+
+SOFT_LOOKUP = Exercise(
+    exercise_id="01.1",
+    title="soft lookup: softmax(q · k / temperature) over the keys, then a weighted sum of the values",
+    function_name="soft_lookup",
+    arg_names=("query", "keys", "values"),
+    reference=_soft_lookup_reference,
+    make_cases=_soft_lookup_cases,
+    mistakes=(
+        Mistake(
+            lambda query, keys, values, temperature=1.0: _pool(
+                _scores(query, keys) / temperature, values, -2
+            ),
+            "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over the "
+            "keys: torch.softmax(scores, dim=-1).",
+        ),
+        Mistake(
+            lambda query, keys, values, temperature=1.0: (
+                torch.exp(_scores(query, keys) / temperature) @ values
+            ),
+            "the weights are not normalised: exp(scores) alone does not sum to 1; divide each row by its "
+            "sum (that is what torch.softmax does).",
+        ),
+        Mistake(
+            lambda query, keys, values, temperature=1.0: _pool(_scores(query, keys) * temperature, values),
+            "the scores are multiplied by the temperature; divide by it (a small temperature must "
+            "sharpen the weights towards the hard lookup).",
+        ),
+        Mistake(
+            lambda query, keys, values, temperature=1.0: _pool(_scores(query, keys), values),
+            "the temperature is ignored: divide the scores by it before the softmax.",
+        ),
+        Mistake(
+            lambda query, keys, values, temperature=1.0: _pool(
+                _scores(query, keys) / (temperature * math.sqrt(query.shape[-1])), values
+            ),
+            "the scores are also divided by sqrt(D): here the temperature is the only scale.",
+        ),
+        Mistake(
+            lambda query, keys, values, temperature=1.0: torch.softmax(
+                _scores(query, keys) / temperature, dim=-1
+            ),
+            "this is the (..., T, S) matrix of weights; the answer is weights @ values, shape (..., T, Dv).",
+        ),
+    ),
+    properties=(
+        Property(
+            "low temperature",
+            "at temperature 0.01 the scores / temperature reach the hundreds and exp() overflows to inf "
+            "(inf / inf = NaN): use torch.softmax, which subtracts each row's maximum first.",
+        ),
+    ),
+    diagnoses=(_outside_the_values,),
+    hints=(
+        "three steps: scores = query @ keys.transpose(-2, -1), shape (..., T, S); weights = softmax of "
+        "scores / temperature over the keys; answer = weights @ values.",
+        "torch.softmax(scores / temperature, dim=-1): dim=-1 is the keys, so every query's weights sum to 1.",
+        "return torch.softmax(query @ keys.transpose(-2, -1) / temperature, dim=-1) @ values",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 01.2 Nadaraya–Watson kernel regression
+
+
+def _nw_cases(g: torch.Generator) -> list[Case]:
+    def points(n: int, scale: float = 5.0) -> torch.Tensor:
+        return torch.rand(n, generator=g) * scale  # (n,)
+
+    def targets(n: int) -> torch.Tensor:
+        return torch.randn(n, generator=g)  # (n,)
+
+    return [
+        Case((points(7), points(13), targets(13)), {"bandwidth": 0.5}),
+        Case((points(20), points(9), targets(9)), {"bandwidth": 1.7}),
+        Case((points(5, 10.0), points(31, 10.0), targets(31)), {"bandwidth": 2.5}),
+        Case((points(11), points(6), targets(6)), {"bandwidth": 0.8}),
+        Case(
+            (torch.tensor([-3.0, 0.5, 6.0, 20.0]), points(10), targets(10)),
+            {"bandwidth": 0.05},
+            group="narrow bandwidth",
+        ),
+    ]
+
+
+def _nw_reference(x_query, x_train, y_train, bandwidth=1.0):
+    return retrieval.nadaraya_watson(x_query, x_train, y_train, bandwidth=bandwidth)
+
+
+def _nw_with(kernel_of_gap, dim: int = 1):
+    """A Nadaraya–Watson variant: weights = kernel(x - x_i) normalised along ``dim`` (1 = over training points)."""
+
+    def wrong(x_query, x_train, y_train, bandwidth=1.0):
+        gaps = x_query[:, None] - x_train[None, :]  # (T, S)
+        kernel = kernel_of_gap(gaps, bandwidth)  # (T, S)
+        return (kernel / kernel.sum(dim=dim, keepdim=True)) @ y_train  # (T,)
+
+    return wrong
+
+
+NADARAYA_WATSON = Exercise(
+    exercise_id="01.2",
+    title="Nadaraya–Watson prediction: Gaussian-kernel weights over the training points",
+    function_name="nadaraya_watson",
+    arg_names=("x_query", "x_train", "y_train"),
+    reference=_nw_reference,
+    make_cases=_nw_cases,
+    mistakes=(
+        Mistake(
+            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**4))),
+            "the bandwidth is squared twice (σ⁴): the kernel is exp(-(x - x_i)² / (2 σ²)).",
+        ),
+        Mistake(
+            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw))),
+            "the bandwidth is not squared: divide by 2 σ², not 2 σ.",
+        ),
+        Mistake(
+            _nw_with(lambda d, bw: torch.exp(-d.abs() / (2 * bw**2))),
+            "the distance is not squared: the Gaussian kernel uses (x - x_i)².",
+        ),
+        Mistake(
+            _nw_with(lambda d, bw: torch.exp(-(d**2) / bw**2)),
+            "the factor 2 is missing: the kernel is exp(-(x - x_i)² / (2 σ²)).",
+        ),
+        Mistake(
+            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**2)), dim=0),
+            "the weights are normalised over the queries (dim 0); each query's weights must sum to 1 "
+            "over the training points (dim 1, the keys).",
+        ),
+        Mistake(
+            lambda x_query, x_train, y_train, bandwidth=1.0: (
+                torch.exp(-((x_query[:, None] - x_train[None, :]) ** 2) / (2 * bandwidth**2)) @ y_train
+            ),
+            "the kernel values are not normalised: divide each row by its sum, so that the weights sum to 1.",
+        ),
+    ),
+    properties=(
+        Property(
+            "narrow bandwidth",
+            "with a narrow bandwidth, a query far from every training point has kernel values that all "
+            "underflow to 0, and 0 / 0 = NaN; it must get the target of the nearest training point. "
+            "Compute the weights as torch.softmax(scores, dim=1) of the scores -(x - x_i)² / (2 σ²).",
+        ),
+    ),
+    diagnoses=(_outside_the_values,),
+    hints=(
+        "the gaps x_query[:, None] - x_train[None, :] form a (T, S) matrix: one row per query.",
+        "score = -gap² / (2 * bandwidth**2); the weights are a softmax of the scores over dim=1 (the "
+        "training points).",
+        "return torch.softmax(-(x_query[:, None] - x_train[None, :]) ** 2 / (2 * bandwidth**2), dim=1) @ y_train",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 01.3 dot-product attention pooling
+
+
+def _pool_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 4, 6), _randn(g, 9, 6), _randn(g, 9, 3))),
+        Case((_randn(g, 2, 3, 5, 10), _randn(g, 2, 3, 7, 10), _randn(g, 2, 3, 7, 4))),
+        Case((_randn(g, 1, 5, 3, 12), _randn(g, 1, 5, 11, 12), _randn(g, 1, 5, 11, 12))),
+        Case((_randn(g, 3, 1, 7), _randn(g, 3, 6, 7), _randn(g, 3, 6, 2))),
+    ]
+
+
+def _pool_reference(query, keys, values):
+    scores = retrieval.scaled_dot_product_score(query, keys)  # (..., T, S)
+    return retrieval.attention_pool(scores, values)  # (..., T, Dv)
+
+
+def _pool_scaled(scale_of_d):
+    def wrong(query, keys, values):
+        return _pool(_scores(query, keys) * scale_of_d(query.shape[-1]), values)
+
+    return wrong
+
+
+DOT_PRODUCT_POOL = Exercise(
+    exercise_id="01.3",
+    title="dot-product attention pooling: softmax(q · k / sqrt(D)) @ values",
+    function_name="dot_product_pool",
+    arg_names=("query", "keys", "values"),
+    reference=_pool_reference,
+    make_cases=_pool_cases,
+    mistakes=(
+        Mistake(
+            _pool_scaled(lambda D: 1.0),
+            "the scores are not divided by sqrt(D): scale q · k by 1 / sqrt(query.shape[-1]).",
+        ),
+        Mistake(
+            _pool_scaled(lambda D: 1.0 / D),
+            "the scores are divided by D; the scale is 1 / sqrt(D).",
+        ),
+        Mistake(
+            _pool_scaled(lambda D: math.sqrt(D)),
+            "the scores are multiplied by sqrt(D); divide by it instead.",
+        ),
+        Mistake(
+            lambda query, keys, values: _pool(_scores(query, keys) / math.sqrt(query.shape[-1]), values, -2),
+            "the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
+        ),
+        Mistake(
+            lambda query, keys, values: torch.softmax(_scores(query, keys) / math.sqrt(query.shape[-1]), -1),
+            "this is the (..., T, S) matrix of weights; the pooled output is weights @ values, "
+            "shape (..., T, Dv).",
+        ),
+    ),
+    diagnoses=(_outside_the_values,),
+    hints=(
+        "scores = query @ keys.transpose(-2, -1) has shape (..., T, S); transpose only the last two dims, "
+        "so batch and head dims stay in front.",
+        "divide the scores by math.sqrt(D) with D = query.shape[-1], then softmax over dim=-1 (the keys).",
+        "return torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(query.shape[-1]), dim=-1) @ values",
+    ),
+)
+
+
+EXERCISES = (SOFT_LOOKUP, NADARAYA_WATSON, DOT_PRODUCT_POOL)

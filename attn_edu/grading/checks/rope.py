@@ -1,0 +1,205 @@
+"""Checks for notebook 07's exercises: half-split RoPE, the score from the offset alone, NTK-aware frequencies.
+
+Each exercise is compared with :mod:`attn_edu.rope` on random cases (``T`` and ``D`` that are not powers
+of two, odd head counts, offsets as with a KV cache); the known-wrong versions below are the slips
+learners make most often (the interleaved pairing, a rotation the wrong way, positions off by one, the
+plain base times the factor), written out as functions so a check can name the one it sees.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_edu import rope
+from attn_edu.grading.exercise import Case, Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=g)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 07.1 RoPE in the half-split layout
+
+
+def _rope_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 2, 3, 5, 8),)),  # (B, H, T, D)
+        Case((_randn(g, 1, 5, 7, 6),), {"offset": 3}),  # odd head count, D = 6
+        Case((_randn(g, 4, 10),), {"offset": 100}),  # (T, D), far into a cache
+        Case((_randn(g, 3, 1, 12),), {"offset": 41}),  # one decoding step
+        Case((_randn(g, 2, 9, 34),), {"offset": 1}),
+    ]
+
+
+def _rope_reference(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    return rope.apply_rope(x, offset=offset, layout="half")
+
+
+ROPE_HALF = Exercise(
+    exercise_id="07.1",
+    title="rotate every pair (x_i, x_(i+D/2)) of x by (offset + t) · θ_i, θ_i = 10000^(-2i/D)",
+    function_name="apply_rope_half",
+    arg_names=("x",),
+    reference=_rope_reference,
+    make_cases=_rope_cases,
+    mistakes=(
+        Mistake(
+            lambda x, offset=0: rope.apply_rope(x, offset=offset, layout="interleaved"),
+            "the pairs are neighbours (x_2i, x_2i+1): that is the interleaved layout. In the half-split "
+            "layout coordinate i pairs with i + D/2 (x1, x2 = x.chunk(2, dim=-1)).",
+        ),
+        Mistake(
+            lambda x, offset=0: rope.apply_rope(x, -torch.arange(offset, offset + x.shape[-2])),
+            "the rotation goes the wrong way: x'_1 = x_1 cos - x_2 sin and x'_2 = x_1 sin + x_2 cos "
+            "(rotate_half(x) = cat(-x2, x1)).",
+        ),
+        Mistake(
+            lambda x, offset=0: rope.apply_rope(x, offset=offset + 1),
+            "positions are off by one: token t of x sits at position offset + t, starting at offset "
+            "(the first token of a fresh sequence is at position 0, angle 0).",
+        ),
+        Mistake(
+            lambda x, offset=0: rope.apply_rope(x, layout="half"),
+            "the offset is ignored: with a KV cache the new tokens sit at positions offset .. "
+            "offset + T - 1, not 0 .. T - 1.",
+        ),
+        Mistake(
+            lambda x, offset=0: rope.apply_rope(
+                x, offset=offset, inv_freq=(10000.0 ** (-torch.arange(x.shape[-1] // 2) / x.shape[-1]))
+            ),
+            "the frequencies miss the factor 2: θ_i = 10000^(-2i/D) for i = 0 .. D/2 - 1.",
+        ),
+    ),
+    hints=(
+        "split x into halves x1, x2 = x.chunk(2, dim=-1): pair i is (x1[..., i], x2[..., i]). The "
+        "angle of pair i for token t is (offset + t) · θ_i.",
+        "theta = 10000.0 ** (-torch.arange(0, D, 2) / D) has D/2 entries; angles = positions[:, None] "
+        "* theta[None, :] has shape (T, D/2); cos and sin of it broadcast over (..., T, D/2).",
+        "return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).",
+    ),
+    atol=1e-4,  # float32 angles at positions ~100 may differ by ~1e-5 between correct versions
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 07.2 the score from the offset alone
+
+
+def _offset_cases(g: torch.Generator) -> list[Case]:
+    def case(N: int, D: int, span: int) -> Case:
+        return Case((_randn(g, N, D), _randn(g, N, D), torch.randint(-span, span + 1, (N,), generator=g)))
+
+    return [case(7, 8, 20), case(11, 6, 200), case(5, 34, 60), case(9, 64, 1000), case(3, 2, 5)]
+
+
+def _at(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Rotate each row of ``x (N, D)`` by its own position ``(N,)`` in the half layout."""
+    return rope.apply_rope(x[:, None, :], positions[:, None])[:, 0]  # (N, D)
+
+
+def _offset_reference(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    # The definition: q at position delta, k at position 0.
+    return (_at(q, delta) * _at(k, torch.zeros_like(delta))).sum(-1)  # (N,)
+
+
+OFFSET_SCORE = Exercise(
+    exercise_id="07.2",
+    title="the RoPE score of q at position m and k at position n, from delta = m - n alone",
+    function_name="score_from_offset",
+    arg_names=("q", "k", "delta"),
+    reference=_offset_reference,
+    make_cases=_offset_cases,
+    mistakes=(
+        Mistake(
+            lambda q, k, delta: (q * _at(k, delta)).sum(-1),
+            "the key is turned the wrong way: R(mθ)q · R(nθ)k = q · R((n - m)θ)k, so rotate k by "
+            "-delta (or rotate q by +delta and leave k alone).",
+        ),
+        Mistake(
+            lambda q, k, delta: (_at(q, delta) * _at(k, delta)).sum(-1),
+            "this is plain q · k, as if nothing turned (rotating both vectors by delta cancels out): "
+            "put q at position delta and k at position 0.",
+        ),
+        Mistake(
+            lambda q, k, delta: (
+                rope.apply_rope(q[:, None, :], delta[:, None], layout="interleaved")[:, 0] * k
+            ).sum(-1),
+            "the pairs are neighbours (the interleaved layout); this course's RoPE is half-split: "
+            "coordinate i pairs with i + D/2.",
+        ),
+    ),
+    hints=(
+        "rotations compose: R(mθ)q · R(nθ)k = q · R((n - m)θ)k. Only delta = m - n matters.",
+        "turn q by delta (one angle delta · θ_i per pair, half-split layout) and take the dot "
+        "product with the unrotated k, one score per row.",
+        "reuse your apply_rope_half idea with per-row positions: angles = delta[:, None] * theta "
+        "(N, D/2); q_rot = cat(q1 cos - q2 sin, q1 sin + q2 cos); return (q_rot * k).sum(-1).",
+    ),
+    atol=1e-4,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 07.3 NTK-aware frequencies
+
+
+def _ntk_cases(g: torch.Generator) -> list[Case]:
+    del g  # the inputs are sizes only
+    return [
+        Case((64, 4.0)),
+        Case((128, 8.0)),
+        Case((6, 2.0)),
+        Case((10, 3.5), {"base": 500.0}),
+        Case((96, 16.0), {"base": 500000.0}),
+    ]
+
+
+def _ntk_reference(head_dim: int, factor: float, base: float = 10000.0) -> torch.Tensor:
+    return rope.ntk_scaled_frequencies(head_dim, factor, base=base)
+
+
+def _freqs(head_dim: int, base: float) -> torch.Tensor:
+    return rope.rope_frequencies(head_dim, base=base)
+
+
+NTK = Exercise(
+    exercise_id="07.3",
+    title="NTK-aware RoPE frequencies: raise the base to base · s^(D/(D-2))",
+    function_name="ntk_frequencies",
+    arg_names=("head_dim", "factor"),
+    reference=_ntk_reference,
+    make_cases=_ntk_cases,
+    mistakes=(
+        Mistake(
+            lambda D, s, base=10000.0: _freqs(D, base) / s,
+            "every frequency is divided by s: that is position interpolation. NTK-aware scaling "
+            "changes the base instead, so the fastest pair (θ_0 = 1) keeps its speed.",
+        ),
+        Mistake(
+            lambda D, s, base=10000.0: _freqs(D, base * s),
+            "the base is multiplied by s alone: then the slowest pair is slowed by s^((D-2)/D), not "
+            "by s. Use base · s^(D / (D - 2)).",
+        ),
+        Mistake(
+            lambda D, s, base=10000.0: _freqs(D, base * s ** ((D - 2) / D)),
+            "the exponent is upside down: base' = base · s^(D / (D - 2)).",
+        ),
+        Mistake(
+            lambda D, s, base=10000.0: _freqs(D, base / s ** (D / (D - 2))),
+            "the base is divided by the factor: a larger base turns slower, which is what a longer "
+            "context needs, so multiply: base · s^(D / (D - 2)).",
+        ),
+    ),
+    hints=(
+        "keep θ_i = base'^(-2i/D) for i = 0 .. D/2 - 1, but with a new base' chosen so that the last "
+        "pair turns exactly s times slower than before.",
+        "the last pair has i = D/2 - 1, so θ_last = base'^(-(D-2)/D); solving "
+        "base'^(-(D-2)/D) = base^(-(D-2)/D) / s gives base' = base · s^(D/(D-2)).",
+        "new_base = base * factor ** (head_dim / (head_dim - 2)); return "
+        "new_base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim) as float32.",
+    ),
+)
+
+
+EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK)

@@ -1,0 +1,179 @@
+"""Judging: turn the outcomes of a learner's function into a :class:`~attn_edu.grading.result.CheckResult`.
+
+Everything here works on plain tensors (:class:`~attn_edu.grading.protocol.Outcome`), never on the learner's
+objects, so the grading command runs it in its own process on numbers sent back from the worker.
+:func:`judge` reads top to bottom in the order a learner meets failures: not attempted, timeout, error,
+shortcut, wrong type, then shape, dtype, NaN/inf and values, then each property.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from attn_edu.grading.exercise import Case, Exercise
+from attn_edu.grading.protocol import Outcome
+from attn_edu.grading.result import CheckResult, Status
+
+
+def describe_case(exercise: Exercise, case: Case) -> str:
+    """A case in words: ``q (2, 3, 5, 6), k (2, 3, 7, 6), is_causal=True``."""
+    parts = []
+    named = list(zip(exercise.arg_names, case.args)) + list(case.kwargs.items())
+    for name, value in named:
+        if isinstance(value, torch.Tensor):
+            shown = value.tolist() if value.ndim == 1 and value.numel() <= 8 else tuple(value.shape)
+            parts.append(f"{name} {shown}")
+        elif value is not None and value is not False:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
+    if got.shape != expected.shape:
+        return False
+    if not expected.is_floating_point():
+        return bool((got.to(expected.dtype) == expected).all())
+    return bool(torch.isclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=True).all())
+
+
+def _difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """Where two same-shape tensors differ most, in numbers."""
+    if not expected.is_floating_point():
+        wrong = (got.to(expected.dtype) != expected).nonzero()
+        where = wrong[0].tolist()
+        return (
+            f"{len(wrong)} of {expected.numel()} entries differ, first at {where}: "
+            f"expected {expected[tuple(where)].item()}, got {got[tuple(where)].item()}"
+        )
+    diff = (got.double() - expected.double()).abs().nan_to_num(nan=math.inf)
+    flat = int(diff.flatten().argmax())
+    where = list(torch.unravel_index(torch.tensor(flat), diff.shape)) if diff.ndim else []
+    where = [int(i) for i in where]
+    at = tuple(where)
+    return (
+        f"max abs difference {_num(float(diff.max()))} (mean {_num(float(diff.mean()))}) at {where}: "
+        f"expected {_num(float(expected[at]))}, got {_num(float(got[at]))}"
+    )
+
+
+def _recognise(
+    exercise: Exercise, cases: Sequence[Case], outs: Sequence[torch.Tensor], expected: Sequence[torch.Tensor]
+) -> str | None:
+    """The message of the first known mistake whose output matches the learner's on every value case."""
+    for mistake in exercise.mistakes:
+        matched = True
+        for case, got in zip(cases, outs):
+            try:
+                wrong = mistake.fn(*case.args, **case.kwargs)
+            except Exception:  # a variant that cannot run on this case is not the learner's mistake
+                matched = False
+                break
+            if not _close(got, wrong, exercise.atol, exercise.rtol):
+                matched = False
+                break
+        if matched and not all(_close(w, e, exercise.atol, exercise.rtol) for w, e in zip(outs, expected)):
+            return mistake.message
+    return None
+
+
+def _diagnose(exercise: Exercise, case: Case, got: torch.Tensor) -> str:
+    for diagnosis in exercise.diagnoses:
+        try:
+            found = diagnosis(case, got)
+        except Exception:  # a diagnosis is a guess; never let it break the check
+            found = None
+        if found:
+            return found
+    return ""
+
+
+def result_for(exercise: Exercise, status: Status, message: str, hint: str = "") -> CheckResult:
+    points = exercise.points if status is Status.PASS else 0
+    return CheckResult(exercise.exercise_id, status, message, hint, points, exercise.points)
+
+
+def first_hint(exercise: Exercise) -> str:
+    return exercise.hints[0] if exercise.hints else ""
+
+
+def _compare(
+    exercise: Exercise, cases: Sequence[Case], outs: Sequence[torch.Tensor], group: str
+) -> tuple[str, str] | None:
+    """Shape, dtype, NaN/inf and values of one group of cases: ``(message, hint)`` at the first failure."""
+    expected = [exercise.reference(*c.args, **c.kwargs) for c in cases]
+
+    def mistake() -> str | None:  # only worth the work once something is wrong
+        return _recognise(exercise, cases, outs, expected) if group == "values" else None
+
+    for case, got, exp in zip(cases, outs, expected):
+        where = f"for {describe_case(exercise, case)}"
+        if got.shape != exp.shape:
+            message = f"expected shape {tuple(exp.shape)} {where}, got {tuple(got.shape)}"
+            return message, mistake() or "check which dimensions you reduce, transpose or broadcast."
+        if got.dtype != exp.dtype:
+            extra = " (a mask is bool: True = may attend)" if exp.dtype == torch.bool else ""
+            return f"expected dtype {exp.dtype}{extra} {where}, got {got.dtype}", mistake() or ""
+        if got.is_floating_point():
+            bad = ~torch.isfinite(got) & torch.isfinite(exp)
+            if bad.any():
+                nans = int(torch.isnan(got[bad]).sum())
+                first = bad.nonzero()[0].tolist()
+                message = f"{nans} NaN and {int(bad.sum()) - nans} inf values {where}, first at {first}"
+                return message, mistake() or _diagnose(exercise, case, got)
+        if not _close(got, exp, exercise.atol, exercise.rtol):
+            message = f"values differ from the reference {where}: {_difference(got, exp)}"
+            return message, mistake() or _diagnose(exercise, case, got) or first_hint(exercise)
+    return None
+
+
+def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
+    """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`."""
+    for case, outcome in zip(cases, outcomes, strict=True):
+        where = describe_case(exercise, case)
+        if outcome.kind == "not_implemented":
+            message = (
+                "replace the `raise NotImplementedError(...)` line with your code, then run this check again"
+            )
+            return result_for(exercise, Status.NOT_ATTEMPTED, message, first_hint(exercise))
+        if outcome.kind == "timeout":
+            message = f"no answer within {outcome.detail} for {where}"
+            return result_for(exercise, Status.TIMEOUT, message, "an endless loop, or a very large tensor?")
+        if outcome.kind == "error":
+            message = f"raised {outcome.detail} for {where}"
+            return result_for(
+                exercise, Status.ERROR, message, "call your function on these shapes to see why."
+            )
+        if outcome.kind == "shortcut":
+            message = f"calls {outcome.detail} from the attn_edu package for {where}"
+            if outcome.detail == "sys.setprofile":
+                message = f"switched off the watch for calls into attn_edu (sys.setprofile) for {where}"
+            hint = (
+                "the exercise is to write this yourself with torch operations; the package's own "
+                "version is what your answer is compared with."
+            )
+            return result_for(exercise, Status.FAIL, message, hint)
+        if outcome.kind != "tensor":
+            message = f"expected a plain torch.Tensor, got {outcome.detail}"
+            return result_for(exercise, Status.FAIL, message, "return the tensor itself, not a wrapper.")
+    groups = ["values"] + [p.name for p in exercise.properties]
+    for group in groups:
+        chosen = [(c, o.tensor) for c, o in zip(cases, outcomes) if c.group == group]
+        failure = _compare(exercise, [c for c, _ in chosen], [t for _, t in chosen], group)
+        if failure is None:
+            continue
+        message, hint = failure
+        if group != "values":
+            prop = next(p for p in exercise.properties if p.name == group)
+            message, hint = f"{prop.name}: {message}", prop.message
+        return result_for(exercise, Status.FAIL, message, hint)
+    n_values = sum(c.group == "values" for c in cases)
+    held = f", and {len(exercise.properties)} propert{'y holds' if len(exercise.properties) == 1 else 'ies hold'}"
+    message = f"matches the reference on {n_values} random cases{held if exercise.properties else ''}"
+    return result_for(exercise, Status.PASS, message)

@@ -1,0 +1,100 @@
+"""The notebook face of grading: ``check(id, fn)`` shows one coloured line, ``hint(id, n)`` the n-th hint.
+
+``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
+nbval run uses it, so a solution that stops passing fails the test suite). Inside the grading command's
+worker process, ``check`` only records the function (:func:`submitted`): the command calls it itself, on
+its own inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.judge import judge, result_for
+from attn_edu.grading.protocol import Outcome
+from attn_edu.grading.registry import get_exercise
+from attn_edu.grading.result import CheckResult, Hint, Status
+from attn_edu.grading.run import in_grader_child, one_thread, run_case
+
+DEFAULT_TIMEOUT = 10.0  # seconds per exercise inside check(); the grading command sets its own
+
+_submitted: dict[str, Callable[..., Any]] = {}  # functions passed to check() inside the grading process
+
+
+def submitted(exercise_id: str) -> Callable[..., Any] | None:
+    """The function a notebook passed to ``check(exercise_id, ...)`` in the grader's worker, if any.
+
+    The worker looks a learner's function up by name; a renamed function is still found this way.
+    """
+    return _submitted.get(exercise_id)
+
+
+def check(
+    exercise_id: str, fn: Callable[..., Any], *, timeout: float | None = DEFAULT_TIMEOUT
+) -> CheckResult:
+    """Check ``fn`` against exercise ``exercise_id`` and return the result (shown as one coloured line).
+
+    Never raises, whatever ``fn`` does, unless the environment sets ``ATTN_EDU_STRICT=1``: then any
+    status other than PASS raises ``AssertionError``. ``timeout`` (seconds) bounds the whole check.
+
+    Example:
+        >>> import torch
+        >>> check("04.1", lambda T, S: torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)).status
+        <Status.PASS: 'PASS'>
+        >>> check("04.1", lambda T, S: torch.ones(T, S, dtype=torch.bool).tril()).hint[:31]  # a known mistake
+        'the mask is aligned top-left (q'
+        >>> from attn_edu.masks import causal_mask
+        >>> check("04.1", causal_mask).message  # the package's own answer does not count
+        'calls attn_edu.masks.causal_mask from the attn_edu package for T=5, S=5'
+    """
+    try:
+        exercise = get_exercise(exercise_id)
+    except KeyError as err:
+        result = CheckResult(
+            str(exercise_id), Status.ERROR, str(err.args[0]), "copy the id from the exercise."
+        )
+        return _strict(result)
+    if in_grader_child():  # the grading command calls the function itself, on its own inputs
+        _submitted[exercise_id] = fn
+        return result_for(exercise, Status.NOT_ATTEMPTED, "recorded for the grading command")
+    if not callable(fn):
+        result = result_for(exercise, Status.ERROR, f"expected a function, got {type(fn).__name__}")
+        return _strict(result)
+    with one_thread():
+        cases = make_cases(exercise, seed=0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outcomes = []
+        for case in cases:
+            left = None if deadline is None else max(deadline - time.monotonic(), 1e-3)
+            outcome = run_case(fn, case, left)
+            if outcome.kind == "timeout" and timeout is not None:
+                outcome = Outcome("timeout", detail=f"{timeout:g} s")
+            outcomes.append(outcome)
+            if outcome.kind != "tensor":
+                break
+        result = judge(exercise, cases[: len(outcomes)], outcomes)
+    return _strict(result)
+
+
+def _strict(result: CheckResult) -> CheckResult:
+    if os.environ.get("ATTN_EDU_STRICT") == "1" and not result.passed:
+        raise AssertionError(repr(result))
+    return result
+
+
+def hint(exercise_id: str, n: int = 1) -> Hint:
+    """The ``n``-th hint for an exercise (1 = gentle, the last one nearly gives the answer away).
+
+    Example:
+        >>> hint("02.1").text.startswith("1/")
+        True
+    """
+    exercise = get_exercise(exercise_id)
+    tiers = exercise.hints or ("no hints for this exercise",)
+    n = min(max(int(n), 1), len(tiers))
+    more = f" (more: hint({exercise_id!r}, {n + 1}))" if n < len(tiers) else ""
+    return Hint(exercise_id, f"{n}/{len(tiers)} {tiers[n - 1]}{more}")

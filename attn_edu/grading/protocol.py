@@ -1,0 +1,313 @@
+"""The wire protocol between ``python -m attn_edu.grade`` and its worker: both halves in one file.
+
+The command writes a **request** (one JSON file) and the worker appends **events** to a results file
+(one JSON object per line, written as it goes, so what was graded before a crash survives):
+
+- request: ``{"notebook", "memory_bytes", "cell_timeout", "exercise_timeout", "exercises": [{"id",
+  "function", "cases": [case, ...]}]}`` where a case is ``{"args", "kwargs", "max_elements"}`` (:func:`encode_case`);
+- events: ``{"event": "started"}``, ``{"event": "cell", "index", "status", "detail"}`` for a cell that
+  failed, ``{"event": "unreadable", "detail"}``, ``{"event": "exercise", "id", "outcomes": [...]}`` or
+  ``{"event": "exercise", "id", "missing": true}``, and ``{"event": "done"}``;
+- an outcome: ``{"kind": "tensor", "dtype", "shape", "data"}``, ``{"kind": "oversized", "dtype", "shape"}``,
+  or ``{"kind": <failure>, "detail"}`` for ``wrong_type``, ``not_implemented``, ``error``, ``timeout`` and
+  ``shortcut`` (:func:`encode_result`, :func:`failure`).
+
+Values cross as plain JSON numbers: a tensor is its dtype, its shape and its elements, with ``"nan"``,
+``"inf"`` and ``"-inf"`` as strings. The command trusts nothing that comes back: :func:`read_events`
+checks every line against a strict schema (known keys and dtypes, sizes bounded by what the request
+allowed, finite floats) and turns it into an :class:`Outcome`.
+
+Example:
+    >>> import torch
+    >>> raw = encode_result(torch.tensor([1.0, float("nan")]), max_elements=8)
+    >>> raw
+    {'kind': 'tensor', 'dtype': 'float32', 'shape': [2], 'data': [1.0, 'nan']}
+    >>> decode_outcome(raw, max_elements=8).tensor
+    tensor([1., nan])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
+INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8"}
+DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+FAILURE_KINDS = ("wrong_type", "not_implemented", "error", "timeout", "shortcut")
+MAX_DETAIL = 300  # characters kept of any text that comes from the learner's process
+MAX_RESULTS_BYTES = 64 * 2**20  # the command reads no more of the results file than this
+MAX_NOTES = 20  # notes on failed cells kept per notebook
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call produced, as plain data: a tensor, or why there is none."""
+
+    kind: str  # "tensor", or one of FAILURE_KINDS
+    tensor: torch.Tensor | None = None  # a plain CPU tensor when kind == "tensor"
+    detail: str = ""  # the type that came back, or the exception text
+
+
+def outcome_of(value: object) -> Outcome:
+    """Turn a returned value into an :class:`Outcome`; only an exact ``torch.Tensor`` counts as a tensor."""
+    if type(value) is torch.Tensor:
+        return Outcome("tensor", tensor=value.detach().cpu().clone())
+    if isinstance(value, torch.Tensor):
+        return Outcome("wrong_type", detail=f"a subclass of torch.Tensor ({type(value).__name__})")
+    return Outcome("wrong_type", detail=type(value).__name__)
+
+
+class SchemaError(ValueError):
+    """A record from the learner's process that does not have the expected form."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The request: the grader's inputs, sent to the worker
+
+
+def encode_value(value: Any) -> Any:
+    """A grader input as JSON: tensors become ``{"tensor": {dtype, shape, data}}``."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return {"tensor": {"dtype": dtype, "shape": list(value.shape), "data": value.reshape(-1).tolist()}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"value: cannot send {type(value).__name__} to the worker")
+
+
+def decode_value(value: Any) -> Any:
+    """The inverse of :func:`encode_value` (in the worker: the request comes from the grader, not the learner)."""
+    if isinstance(value, dict):
+        spec = value["tensor"]
+        return torch.tensor(spec["data"], dtype=getattr(torch, spec["dtype"])).reshape(spec["shape"])
+    return value
+
+
+def encode_case(args: tuple[Any, ...], kwargs: dict[str, Any], max_elements: int) -> dict[str, Any]:
+    """One call of the learner's function, and the most elements its result may send back."""
+    return {
+        "args": [encode_value(a) for a in args],
+        "kwargs": {name: encode_value(v) for name, v in kwargs.items()},
+        "max_elements": max_elements,
+    }
+
+
+def decode_case(raw: dict[str, Any]) -> tuple[list[Any], dict[str, Any], int]:
+    """``(args, kwargs, max_elements)`` of a case written by :func:`encode_case`."""
+    args = [decode_value(a) for a in raw["args"]]
+    kwargs = {name: decode_value(v) for name, v in raw["kwargs"].items()}
+    return args, kwargs, raw["max_elements"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The events: written by the worker
+
+
+def clip(text: object, limit: int = MAX_DETAIL) -> str:
+    """Text from the learner's process, cut to ``limit`` characters."""
+    return str(text)[:limit]
+
+
+def failure(kind: str, detail: object) -> dict[str, Any]:
+    """An outcome without a tensor: ``kind`` is one of :data:`FAILURE_KINDS`."""
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"kind: expected one of {FAILURE_KINDS}, got {kind!r}")
+    return {"kind": kind, "detail": clip(detail)}
+
+
+def encode_result(value: object, max_elements: int) -> dict[str, Any]:
+    """The learner's return value as plain data; only an exact ``torch.Tensor`` is sent as numbers."""
+    if type(value) is not torch.Tensor:
+        name = type(value).__name__
+        if isinstance(value, torch.Tensor):
+            name = f"a subclass of torch.Tensor ({name})"
+        return failure("wrong_type", name)
+    dtype = str(value.dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        return failure("wrong_type", f"a torch.Tensor of dtype {dtype}")
+    shape = list(value.shape)
+    if value.numel() > max_elements:
+        return {"kind": "oversized", "dtype": dtype, "shape": shape}
+    flat = value.detach().cpu().reshape(-1)
+    if dtype in FLOAT_DTYPES:
+        data = [x if x == x and abs(x) != float("inf") else repr(x) for x in flat.double().tolist()]
+    else:
+        data = flat.tolist()
+    return {"kind": "tensor", "dtype": dtype, "shape": shape, "data": data}
+
+
+def started_event() -> dict[str, Any]:
+    return {"event": "started"}
+
+
+def done_event() -> dict[str, Any]:
+    return {"event": "done"}
+
+
+def cell_event(index: int, status: str, detail: object) -> dict[str, Any]:
+    """A code cell that raised (``status="error"``) or ran out of time (``"timeout"``)."""
+    return {"event": "cell", "index": index, "status": status, "detail": clip(detail)}
+
+
+def unreadable_event(detail: object) -> dict[str, Any]:
+    """The notebook could not be read at all."""
+    return {"event": "unreadable", "detail": clip(detail)}
+
+
+def exercise_event(exercise_id: str, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The outcomes of one exercise's cases, in order, up to the first that is not a tensor."""
+    return {"event": "exercise", "id": exercise_id, "outcomes": outcomes}
+
+
+def missing_event(exercise_id: str) -> dict[str, Any]:
+    """The notebook has no function of the exercise's name."""
+    return {"event": "exercise", "id": exercise_id, "missing": True}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading the events back (untrusted): in the command
+
+
+def _clean(text: object) -> str:
+    if not isinstance(text, str):
+        raise SchemaError("expected a string")
+    return "".join(c if c.isprintable() else " " for c in text[:MAX_DETAIL])
+
+
+def _reject_constant(name: str) -> None:
+    raise SchemaError(f"bare {name} in the results")
+
+
+def _shape(raw: object) -> tuple[int, ...]:
+    if not isinstance(raw, list) or len(raw) > 16:
+        raise SchemaError("shape: expected a list of at most 16 sizes")
+    if not all(type(n) is int and 0 <= n <= 2**31 for n in raw):
+        raise SchemaError("shape: expected sizes 0 .. 2**31")
+    if math.prod(raw) > 2**62:
+        raise SchemaError("shape: too many elements")
+    return tuple(raw)
+
+
+def _number(x: object, dtype: str) -> float | int | bool:
+    if dtype == "bool":
+        if type(x) is not bool:
+            raise SchemaError("expected a bool")
+        return x
+    if dtype in FLOAT_DTYPES:
+        if x in ("nan", "inf", "-inf"):
+            return float(x)
+        if type(x) not in (int, float) or not math.isfinite(x):
+            raise SchemaError("expected a finite number")
+        return float(x)
+    info = torch.iinfo(getattr(torch, dtype))
+    if type(x) is not int or not info.min <= x <= info.max:
+        raise SchemaError(f"expected an integer in the range of {dtype}")
+    return x
+
+
+_OUTCOME_KEYS = {
+    "tensor": {"kind", "dtype", "shape", "data"},
+    "oversized": {"kind", "dtype", "shape"},
+    **{kind: {"kind", "detail"} for kind in FAILURE_KINDS},
+}
+
+
+def decode_outcome(raw: object, max_elements: int) -> Outcome:
+    """One result from the worker as an :class:`Outcome`; :class:`SchemaError` unless it is well formed."""
+    if (
+        not isinstance(raw, dict)
+        or raw.get("kind") not in _OUTCOME_KEYS
+        or set(raw) != _OUTCOME_KEYS[raw["kind"]]
+    ):
+        raise SchemaError("outcome: unexpected fields")
+    kind = raw["kind"]
+    if "detail" in raw:
+        return Outcome(kind, detail=_clean(raw["detail"]))
+    if raw["dtype"] not in DTYPES:
+        raise SchemaError("dtype: not one the grader reads")
+    dtype = getattr(torch, raw["dtype"])
+    shape = _shape(raw["shape"])
+    numel = math.prod(shape)
+    if kind == "oversized":
+        if numel <= max_elements:
+            raise SchemaError("oversized: the tensor is small enough to send")
+        return Outcome("tensor", tensor=torch.zeros((), dtype=dtype).expand(shape))  # shape only, no memory
+    data = raw["data"]
+    if not isinstance(data, list) or len(data) != numel or numel > max_elements:
+        raise SchemaError("data: expected one number per element, within the size limit")
+    values = [_number(x, raw["dtype"]) for x in data]
+    carrier = (
+        torch.bool if dtype == torch.bool else torch.float64 if raw["dtype"] in FLOAT_DTYPES else torch.int64
+    )
+    return Outcome("tensor", tensor=torch.tensor(values, dtype=carrier).reshape(shape).to(dtype))
+
+
+def read_events(path: Path, max_elements: dict[str, list[int]]) -> dict[str, Any]:
+    """Parse the results file: outcomes per exercise id, notes on failed cells, whether it finished.
+
+    ``max_elements[id][i]`` bounds the size of the i-th result of exercise ``id``.
+    """
+    with open(path, "rb") as f:
+        blob = f.read(MAX_RESULTS_BYTES)
+    parsed: dict[str, Any] = {
+        "outcomes": {},
+        "missing": set(),
+        "notes": [],
+        "started": False,
+        "done": False,
+        "unreadable": False,
+    }
+    for line in blob.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line, parse_constant=_reject_constant)
+            _take_event(event, max_elements, parsed)
+        except (ValueError, RecursionError, KeyError, TypeError) as err:
+            if len(parsed["notes"]) < MAX_NOTES:
+                parsed["notes"].append(f"unreadable result line ({type(err).__name__})")
+    return parsed
+
+
+def _take_event(event: object, expected: dict[str, list[int]], parsed: dict[str, Any]) -> None:
+    if not isinstance(event, dict):
+        raise SchemaError("event: expected an object")
+    kind = event.get("event")
+    if kind in ("started", "done") and set(event) == {"event"}:
+        parsed[kind] = True
+    elif kind in ("cell", "unreadable"):
+        where = f"cell {int(event['index'])}: " if kind == "cell" else "notebook: "
+        parsed["unreadable"] = parsed["unreadable"] or kind == "unreadable"
+        if len(parsed["notes"]) < MAX_NOTES:
+            parsed["notes"].append(where + _clean(event["detail"]))
+    elif kind == "exercise":
+        exercise_id = event["id"]
+        if (
+            exercise_id not in expected
+            or exercise_id in parsed["outcomes"]
+            or exercise_id in parsed["missing"]
+        ):
+            raise SchemaError("exercise: unknown or repeated id")
+        if set(event) == {"event", "id", "missing"} and event["missing"] is True:
+            parsed["missing"].add(exercise_id)
+            return
+        sizes, raw = expected[exercise_id], event.get("outcomes")
+        if (
+            set(event) != {"event", "id", "outcomes"}
+            or not isinstance(raw, list)
+            or not 1 <= len(raw) <= len(sizes)
+        ):
+            raise SchemaError("exercise: expected 1 .. len(cases) outcomes")
+        try:
+            outcomes = [decode_outcome(r, n) for r, n in zip(raw, sizes)]
+        except SchemaError as err:
+            outcomes = [Outcome("error", detail=f"the grader could not read this result ({err})")]
+        parsed["outcomes"][exercise_id] = outcomes
+    else:
+        raise SchemaError("event: unknown kind")

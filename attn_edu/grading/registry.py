@@ -1,0 +1,74 @@
+"""Every exercise, by id: collected from an explicit list of check modules, one per notebook.
+
+Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES``; nothing is
+registered as a side effect of importing. A new notebook's exercises go into a new check module, which is
+added to :data:`CHECK_MODULES` below.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from attn_edu.grading.checks import (
+    architectures,
+    attention,
+    blocks,
+    efficient,
+    flash,
+    interp,
+    kv_cache,
+    masks,
+    multihead,
+    positional,
+    retrieval,
+    rope,
+    scaling,
+)
+from attn_edu.grading.exercise import Exercise
+
+CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 01.* ... 13.*
+    retrieval,
+    attention,
+    scaling,
+    masks,
+    multihead,
+    positional,
+    rope,
+    blocks,
+    architectures,
+    kv_cache,
+    efficient,
+    flash,
+    interp,
+)
+
+
+def collect(modules: tuple[ModuleType, ...]) -> dict[str, Exercise]:
+    """The exercises of these modules by id, sorted; ``ValueError`` when an id appears twice."""
+    found: dict[str, Exercise] = {}
+    for module in modules:
+        for exercise in module.EXERCISES:
+            if exercise.exercise_id in found:
+                raise ValueError(f"exercise_id: {exercise.exercise_id!r} appears twice ({module.__name__})")
+            found[exercise.exercise_id] = exercise
+    return dict(sorted(found.items()))
+
+
+_EXERCISES = collect(CHECK_MODULES)
+
+
+def exercises() -> dict[str, Exercise]:
+    """Every exercise, by id, sorted ("01.1", "01.2", ...).
+
+    Example:
+        >>> list(exercises())[:3]
+        ['01.1', '01.2', '01.3']
+    """
+    return dict(_EXERCISES)
+
+
+def get_exercise(exercise_id: str) -> Exercise:
+    """The exercise with this id; ``KeyError`` naming the known ids otherwise."""
+    if exercise_id not in _EXERCISES:
+        raise KeyError(f"exercise_id: no exercise {exercise_id!r}; known: {', '.join(_EXERCISES) or 'none'}")
+    return _EXERCISES[exercise_id]

@@ -1,0 +1,180 @@
+"""Running a learner's function: a time limit, one CPU thread, and a watch for calls into the package.
+
+:func:`run_case` calls the function on one :class:`~attn_edu.grading.exercise.Case` and turns whatever
+happens (a tensor, an exception, a timeout, a call into ``attn_edu``) into an
+:class:`~attn_edu.grading.protocol.Outcome`. The notebook's :func:`~attn_edu.grading.check` and the
+grading command's worker process both run learner code through this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from attn_edu.grading.exercise import Case
+from attn_edu.grading.protocol import Outcome, outcome_of
+
+
+class ExerciseTimeout(BaseException):
+    """Raised inside the learner's code when its time is up (a BaseException, so `except Exception` misses it)."""
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` with :class:`ExerciseTimeout`.
+
+    Uses ``SIGALRM``, so it only works on the main thread of a Unix process (a Jupyter kernel runs
+    cells there); elsewhere the block simply runs without a limit. An outer limit that is shorter wins.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if seconds is None or not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise ExerciseTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if outer and outer < seconds:
+        signal.setitimer(signal.ITIMER_REAL, outer)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:  # give the enclosing limit back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run a block on one CPU thread: the cases are tiny, and a busy thread pool only slows them down."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def in_grader_child() -> bool:
+    """True inside the grading command's worker process, where ``check()`` only records the function."""
+    return os.environ.get("ATTN_EDU_GRADER_CHILD") == "1"
+
+
+# Where code lives decides whose call it is. The grading machinery (this folder, not its checks) runs the
+# learner's function; the package proper, the checks' references and PyTorch are trusted callers.
+_GRADING_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(_GRADING_DIR.rstrip(os.sep)) + os.sep
+_CHECKS_DIR = os.path.join(_GRADING_DIR, "checks") + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def _package_code(filename: str) -> bool:
+    """Code of the package proper (everything outside ``grading/``): what a learner's function must not call."""
+    return filename.startswith(_PACKAGE_DIR) and not filename.startswith(_GRADING_DIR)
+
+
+def _trusted_caller(filename: str) -> bool:
+    """Calls from here are the package at work: its own modules, the checks' references, PyTorch."""
+    return _package_code(filename) or filename.startswith((_CHECKS_DIR, _TORCH_DIR))
+
+
+@contextmanager
+def watch_shortcuts() -> Iterator[list[str]]:
+    """Record every ``attn_edu`` function, method or class that the code in the block calls *directly*.
+
+    A profile hook (:func:`sys.setprofile`, this thread only) sees each Python call. A call counts when
+    its code lives in the ``attn_edu`` package (outside :mod:`attn_edu.grading`: neither the grading machinery nor its checks)
+    and its caller is the learner's: neither the package's own code nor PyTorch's (``module(x)`` on a
+    model that a case hands over enters ``forward`` from PyTorch's ``Module.__call__``: that is using the
+    model, not copying it). ``check(id, attn_edu.masks.causal_mask)`` counts too: the grading code
+    calls the function under test. The yielded list fills with qualified names, e.g.
+    ``"attn_edu.masks.causal_mask"``; it holds ``"sys.setprofile"`` if the block removed the hook.
+
+    Example:
+        >>> from attn_edu import masks
+        >>> with watch_shortcuts() as called:
+        ...     _ = masks.causal_mask(3, 3)
+        >>> called
+        ['attn_edu.masks.causal_mask']
+    """
+    called: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not _package_code(frame.f_code.co_filename):
+            return
+        caller = frame.f_back
+        # Look through the standard library (contextlib, functools) and generated code (a dataclass's
+        # __init__) to the code that made the call.
+        while caller is not None and (
+            caller.f_code.co_filename.startswith(_STDLIB_DIR) or caller.f_code.co_filename == "<string>"
+        ):
+            caller = caller.f_back
+        if caller is not None and _trusted_caller(caller.f_code.co_filename):
+            return  # not the learner's call (the grading code calling fn itself is: fn is what is checked)
+        module = frame.f_globals.get("__name__", "attn_edu")
+        name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # co_qualname: Python 3.11+
+        called.append(f"{module}.{name}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield called
+    except BaseException:
+        # Python drops a profile hook that raises, and a time limit's exception can land inside it:
+        # so a block that raised is not suspected of removing the hook (it returned nothing anyway).
+        sys.setprofile(previous)
+        raise
+    if sys.getprofile() is not profile:
+        called.append("sys.setprofile")
+    sys.setprofile(previous)
+
+
+def shortcut_outcome(called: Sequence[str]) -> Outcome | None:
+    """A ``"shortcut"`` outcome naming what was called, or ``None`` when nothing was."""
+    if not called:
+        return None
+    names = sorted({name.replace(".<locals>", "") for name in called})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return Outcome("shortcut", detail=shown)
+
+
+def _fresh(value: Any) -> Any:
+    # Each call gets its own copies, so a function that edits its inputs in place cannot spoil the reference.
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def run_case(fn: Callable[..., Any], case: Case, timeout: float | None) -> Outcome:
+    """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`.
+
+    A call into the ``attn_edu`` package (:func:`watch_shortcuts`) makes it a ``"shortcut"`` outcome,
+    whatever the call then returned or raised.
+    """
+    args = [_fresh(a) for a in case.args]
+    kwargs = {name: _fresh(v) for name, v in case.kwargs.items()}
+    called: list[str] = []
+    try:
+        with time_limit(timeout), torch.no_grad(), watch_shortcuts() as called:
+            value = fn(*args, **kwargs)
+        outcome = outcome_of(value)
+    except NotImplementedError as err:
+        outcome = Outcome("not_implemented", detail=str(err))
+    except ExerciseTimeout:
+        outcome = Outcome("timeout", detail=f"{timeout:g} s")
+    except BaseException as err:  # noqa: BLE001 - the learner's code may raise anything, even SystemExit
+        if isinstance(err, KeyboardInterrupt) and not in_grader_child():
+            raise  # a learner stopping the kernel means it
+        outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
+    return shortcut_outcome(called) or outcome
