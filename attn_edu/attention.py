@@ -182,3 +182,35 @@ def _check_batch(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> 
             f"{name_a}, {name_b}: expected leading dims (..., e.g. B, H) that broadcast, got "
             f"{tuple(a.shape[:-2])} and {tuple(b.shape[:-2])} (full shapes {tuple(a.shape)}, {tuple(b.shape)})"
         ) from None
+
+
+def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """How spread out each query's attention is: the entropy of each row of weights, in nats.
+
+        H(p) = -Σ_s p_s log p_s,      with 0 · log 0 = 0
+
+    A uniform row over ``S`` keys has the largest entropy, ``log S``; a one-hot row (all the weight on
+    one key) has 0. A row of zeros (a query that sees no key, see :func:`masked_softmax`) also gets 0.
+    Notebook 03 uses it to watch the softmax saturate when the ``1/√d_k`` of Vaswani et al. (2017,
+    §3.2.1) is left out. Natural log: divide by ``log 2`` for bits.
+
+    Shapes:
+        weights ``(..., T, S)`` (any ``(..., S)``: the last dim is the keys); returns ``(..., T)`` in
+        ``weights.dtype`` (half precision is summed in float32).
+
+    Example:
+        >>> import math
+        >>> S = 8
+        >>> uniform = torch.full((2, 3, S), 1 / S)               # (B, T, S)
+        >>> torch.allclose(attention_entropy(uniform), torch.full((2, 3), math.log(S)))
+        True
+        >>> attention_entropy(torch.eye(3)).tolist()              # one-hot rows: no uncertainty
+        [0.0, 0.0, 0.0]
+    """
+    check_floating("weights", weights)
+    check_shape("weights", weights, "... S")
+    if not bool((weights >= 0).all()):  # False for NaN too
+        lowest = float(weights.min())
+        raise ValueError(f"weights: expected probabilities >= 0 (softmax rows), got minimum {lowest:.3g}")
+    work = weights.to(_compute_dtype(weights.dtype))
+    return torch.special.entr(work).sum(dim=-1).to(weights.dtype)  # (..., T); entr(0) = 0, never NaN

@@ -96,6 +96,51 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def next_token_probs(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """The distribution the next token is drawn from: temperature, then top-k, then top-p, then softmax.
+
+        probs = softmax(top_p_filter(top_k_filter(logits / τ, top_k), top_p))
+
+    The order is the one Hugging Face applies. ``temperature == 0`` is greedy: all the probability on
+    the argmax (the first one on ties). ``top_k=None`` and ``top_p=None`` switch those filters off
+    (``top_p=1`` keeps every token too). A filtered token gets exactly 0: its logit is ``-inf`` before
+    the softmax. :func:`sample_next_token` draws from this distribution; notebook 10 plots it.
+
+    Shapes:
+        logits ``(..., V)``; returns ``(..., V)`` in float32, each row summing to 1.
+
+    Example:
+        >>> probs = next_token_probs(torch.tensor([2.0, 1.0, 0.0, -1.0]), top_k=2)
+        >>> probs                                     # the two best tokens, renormalised
+        tensor([0.7311, 0.2689, 0.0000, 0.0000])
+        >>> next_token_probs(torch.tensor([0.0, 5.0, 1.0]), temperature=0.0)
+        tensor([0., 1., 0.])
+    """
+    check_floating("logits", logits)
+    V = check_shape("logits", logits, "... V")["V"]
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature: expected a number >= 0 (0 = greedy), got {temperature!r}")
+    if temperature == 0:  # greedy ignores the filters (the argmax survives every one of them)
+        return nn.functional.one_hot(logits.argmax(dim=-1), V).float()  # (..., V)
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0):
+        raise ValueError(f"top_k: expected a positive int, or None for no top-k, got {top_k!r}")
+    is_number = isinstance(top_p, (int, float)) and not isinstance(top_p, bool)
+    if top_p is not None and not (is_number and 0 < top_p <= 1):
+        raise ValueError(f"top_p: expected a probability in (0, 1], or None for no top-p, got {top_p!r}")
+    logits = apply_temperature(logits.float(), temperature)  # (..., V)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    return logits.softmax(dim=-1)  # (..., V), exactly 0 on filtered tokens
+
+
 def sample_next_token(
     logits: torch.Tensor,
     *,
@@ -106,7 +151,8 @@ def sample_next_token(
 ) -> torch.Tensor:
     """Choose one token per row: argmax when ``temperature == 0``, else sample the filtered softmax.
 
-    The order is temperature, then top-k, then top-p (the order Hugging Face applies them).
+    The distribution is :func:`next_token_probs` (temperature, then top-k, then top-p, the order
+    Hugging Face applies them). Greedy reads its argmax without a draw, so ``generator`` is not advanced.
 
     Shapes:
         logits ``(B, V)``; returns ``(B,)`` token ids.
@@ -120,16 +166,9 @@ def sample_next_token(
     """
     check_floating("logits", logits)
     check_shape("logits", logits, "B V")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature: expected a number >= 0 (0 = greedy), got {temperature!r}")
+    probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
     if temperature == 0:
-        return logits.argmax(dim=-1)  # (B,)
-    logits = apply_temperature(logits.float(), temperature)  # (B, V)
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
-    probs = logits.softmax(dim=-1)  # (B, V), exactly 0 on filtered tokens
+        return probs.argmax(dim=-1)  # (B,) greedy: the token holding all the mass, no draw
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
 
 

@@ -10,7 +10,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_edu.attention import attention_weights, scaled_dot_product_attention
+from attn_edu.attention import (
+    attention_entropy,
+    attention_weights,
+    masked_softmax,
+    scaled_dot_product_attention,
+)
 from attn_edu.masks import causal_mask, key_mask, padding_mask
 
 
@@ -281,3 +286,60 @@ def test_masked_softmax_zero_rows_and_errors() -> None:
         masked_softmax(scores, mask.float())
     with pytest.raises(ValueError, match="mask: expected a shape that broadcasts"):
         masked_softmax(scores, torch.ones(2, 4, dtype=torch.bool))
+
+
+# ---------------------------------------------------------------- attention entropy
+
+
+@pytest.mark.parametrize("S", [1, 2, 7, 64])
+def test_entropy_of_uniform_rows_is_log_s(S: int) -> None:
+    weights = torch.full((2, 3, 5, S), 1 / S)  # (B, H, T, S)
+    entropy = attention_entropy(weights)  # (B, H, T)
+    assert entropy.shape == (2, 3, 5) and entropy.dtype == weights.dtype
+    torch.testing.assert_close(entropy, torch.full((2, 3, 5), math.log(S)))
+
+
+def test_entropy_of_one_hot_and_of_key_less_rows_is_zero() -> None:
+    one_hot = F.one_hot(torch.tensor([[0, 3, 2], [1, 1, 0]]), 4).float()  # (B, T, S)
+    assert torch.equal(attention_entropy(one_hot), torch.zeros(2, 3))
+    no_key = masked_softmax(torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))  # (T, S) rows of zeros
+    assert torch.equal(attention_entropy(no_key), torch.zeros(3))  # 0 · log 0 = 0, not NaN
+
+
+@settings(max_examples=40, deadline=None)
+@given(T=dims, S=dims, seed=st.integers(0, 2**16), sharpness=st.sampled_from([0.1, 1.0, 10.0]))
+def test_entropy_matches_torch_categorical_between_zero_and_log_s(
+    T: int, S: int, seed: int, sharpness: float
+) -> None:
+    g = torch.Generator().manual_seed(seed)
+    scores = sharpness * torch.randn(2, T, S, generator=g, dtype=torch.float64)  # (B, T, S)
+    mask = causal_mask(T, S) if seed % 2 else None  # exact zeros, and rows with no key when T > S
+    w = masked_softmax(scores, mask)  # (B, T, S)
+    ours = attention_entropy(w)  # (B, T)
+    has_key = w.sum(-1) > 0  # Categorical needs a row that sums to 1
+    theirs = torch.distributions.Categorical(probs=w[has_key]).entropy()
+    torch.testing.assert_close(ours[has_key], theirs, atol=1e-12, rtol=1e-12)
+    assert (ours >= 0).all() and (ours <= math.log(S) + 1e-12).all()
+
+
+def test_entropy_of_half_precision_is_summed_in_float32() -> None:
+    w = torch.softmax(torch.randn(4, 6, 300), dim=-1)  # (B, T, S) long rows of small weights
+    for dtype in (torch.float16, torch.bfloat16):
+        ours = attention_entropy(w.to(dtype))
+        assert ours.dtype == dtype
+        torch.testing.assert_close(ours.float(), attention_entropy(w), atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "message"),
+    [
+        ([0.5, 0.5], TypeError, "weights: expected a torch.Tensor, got list"),
+        (torch.tensor([1, 0]), ValueError, "weights: expected a floating-point tensor"),
+        (torch.tensor(0.5), ValueError, r"weights: expected shape \(\.\.\., S\)"),
+        (torch.tensor([1.2, -0.2]), ValueError, r"weights: expected probabilities >= 0 .* minimum -0.2"),
+        (torch.tensor([float("nan"), 1.0]), ValueError, r"weights: expected probabilities >= 0 .* nan"),
+    ],
+)
+def test_entropy_bad_input_names_the_argument(weights: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        attention_entropy(weights)

@@ -10,6 +10,7 @@ from attn_edu.generation import (
     count_layers,
     generate,
     generate_seq2seq,
+    next_token_probs,
     sample_next_token,
     top_k_filter,
     top_p_filter,
@@ -281,3 +282,63 @@ def test_generation_errors():
         generate(model, torch.zeros(1, 3, dtype=torch.long), 0)
     with pytest.raises(ValueError, match="use_cache=False"):
         generate(torch.nn.Identity(), torch.zeros(1, 3, dtype=torch.long), 1)
+
+
+# ------------------------------------------------------------------------ the next-token distribution
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"),
+    [(1.0, None, None), (0.5, None, None), (2.0, 3, None), (1.0, None, 0.6), (0.7, 5, 0.8), (1.0, 1, 0.5)],
+)
+def test_next_token_probs_sum_to_one_and_filtered_tokens_get_exactly_zero(temperature, top_k, top_p):
+    logits = torch.randn(3, 4, 12, generator=torch.Generator().manual_seed(0)) * 2  # (..., V)
+    probs = next_token_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+    assert probs.shape == logits.shape and probs.dtype == torch.float32
+    torch.testing.assert_close(probs.sum(-1), torch.ones(3, 4))
+    z = logits / temperature  # (..., V) the same pipeline, written out with the public filters
+    z = top_k_filter(z, top_k) if top_k is not None else z
+    z = top_p_filter(z, top_p) if top_p is not None else z
+    kept = z.isfinite()  # (..., V)
+    assert torch.equal(probs > 0, kept)
+    assert torch.equal(probs[~kept], torch.zeros_like(probs[~kept]))  # exactly 0, not just small
+    p = logits.div(temperature).softmax(-1)  # kept tokens keep their relative probabilities
+    torch.testing.assert_close(probs, torch.where(kept, p / (p * kept).sum(-1, keepdim=True), 0.0))
+
+
+def test_next_token_probs_greedy_is_one_hot_at_the_argmax():
+    logits = torch.tensor([[0.0, 5.0, 1.0], [2.0, -1.0, 2.0]])  # row 1: a tie, the first index wins
+    want = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert torch.equal(next_token_probs(logits, temperature=0.0), want)
+    assert torch.equal(next_token_probs(logits, temperature=0.0, top_k=1, top_p=0.1), want)
+
+
+def test_sample_next_token_frequencies_follow_next_token_probs():
+    logits = torch.tensor([1.5, 1.0, 0.5, 0.0, -0.5, -3.0])
+    settings = dict(temperature=1.3, top_k=5, top_p=0.85)
+    draws = sample_next_token(logits.expand(20000, 6), **settings, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=6).float() / len(draws)
+    want = next_token_probs(logits, **settings)  # (V,)
+    torch.testing.assert_close(freq, want, atol=0.015, rtol=0)
+    assert torch.equal(freq == 0, want == 0)  # never a filtered token, every kept one drawn
+
+
+def test_greedy_sampling_draws_nothing_from_the_generator():
+    generator = torch.Generator().manual_seed(0)
+    before = generator.get_state()
+    sample_next_token(torch.randn(4, 9), temperature=0.0, generator=generator)
+    assert torch.equal(generator.get_state(), before)
+
+
+def test_next_token_probs_errors_name_the_argument():
+    logits = torch.randn(2, 5)
+    with pytest.raises(ValueError, match=r"temperature: expected a number >= 0"):
+        next_token_probs(logits, temperature=-0.5)
+    with pytest.raises(ValueError, match=r"top_k: expected a positive int, or None"):
+        next_token_probs(logits, top_k=0)
+    with pytest.raises(ValueError, match=r"top_p: expected a probability in \(0, 1\], or None"):
+        next_token_probs(logits, top_p=1.5)
+    with pytest.raises(ValueError, match="logits: expected a floating-point tensor"):
+        next_token_probs(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match=r"logits: expected shape \(\.\.\., V\)"):
+        next_token_probs(torch.tensor(1.0))

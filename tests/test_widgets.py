@@ -1,7 +1,9 @@
 """attn_edu.widgets: moving a control recomputes the numbers (checked against independent formulas),
 replaces the figure, shows it in the Output, and leaves no figure open."""
 
+import ast
 import math
+from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -11,6 +13,7 @@ import torch
 from matplotlib.patches import Arc
 
 from attn_edu import widgets
+from attn_edu.widgets import explorer
 
 matplotlib.use("Agg")  # no display needed; set before any figure exists
 
@@ -36,9 +39,9 @@ def seeded(*shape: int, seed: int = 0) -> torch.Tensor:
 
 def test_moving_a_control_replaces_the_figure_and_shows_it(monkeypatch):
     shown = []
-    monkeypatch.setattr(widgets, "get_ipython", lambda: object())  # pretend a kernel is running
+    monkeypatch.setattr(explorer, "get_ipython", lambda: object())  # pretend a kernel is running
     # the figure goes into the Output's synced state (one display_data entry), replacing the old one
-    monkeypatch.setattr(widgets.widgets.Output, "append_display_data", lambda self, fig: shown.append(fig))
+    monkeypatch.setattr(explorer.widgets.Output, "append_display_data", lambda self, fig: shown.append(fig))
     ex = widgets.rope_explorer(8)
     first = ex.figure
     ex.controls["position"].value = 7
@@ -69,6 +72,25 @@ def test_explorer_displays_as_its_widget_box():
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert ex.widget.children[-1] is ex.output
     assert set(ex.controls.values()) <= set(ex.widget.children[-2].children)
+
+
+def test_the_package_exports_every_explorer_and_the_core_never_imports_it():
+    explorers = [name for name in widgets.__all__ if name.endswith("_explorer")]
+    assert len(explorers) == 14
+    for name in explorers:  # re-exported from the concept file that holds it
+        assert getattr(widgets, name).__module__.startswith("attn_edu.widgets.")
+    library = Path(widgets.__file__).parents[1]
+    for path in library.rglob("*.py"):
+        if "widgets" in path.relative_to(library).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            assert not any(n.startswith("attn_edu.widgets") for n in names), f"{path} imports the widgets"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -265,6 +287,7 @@ def test_head_explorer_follows_layers_with_fewer_heads():
         ([torch.rand(3, 3)], None, r"weights_by_layer\[0\]: expected shape \(H, T, S\)"),
         ([torch.rand(2, 3, 3), torch.rand(2, 4, 3)], None, r"weights_by_layer\[1\]: expected shape .*T=3"),
         ([torch.rand(2, 3, 4)], ["a", "b"], r"tokens: expected T=3 or S=4"),
+        ([torch.rand(2, 3, 3) - 2], None, r"weights_by_layer\[0\]: expected attention weights >= 0"),
     ],
 )
 def test_head_explorer_rejects_bad_input(layers, tokens, match):
