@@ -68,6 +68,15 @@ def check_shape(name: str, x: torch.Tensor, spec: str, **known: int) -> dict[str
     return sizes
 
 
+def check_same_shape(name: str, x: torch.Tensor, like_name: str, like: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``x`` has exactly the shape of ``like`` (one entry per element of it)."""
+    check_tensor(name, x)
+    if x.shape != like.shape:
+        raise ValueError(
+            f"{name}: expected the shape of {like_name}, {tuple(like.shape)}, got {tuple(x.shape)}"
+        )
+
+
 def check_same_dtype(**tensors: torch.Tensor) -> None:
     """Raise ``ValueError`` when the given tensors do not share one dtype."""
     dtypes = {name: t.dtype for name, t in tensors.items()}

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
-from attn_edu.multihead import CrossKVCacheLayer, KVCacheLayer
+from attn_edu.multihead import SupportsKVCache
 
 # ---------------------------------------------------------------------------------------------------
 # Normalisation: which numbers share a mean and a variance
@@ -337,7 +337,7 @@ class PreNormDecoderBlock(nn.Module):
         *,
         mask: torch.Tensor | None = None,
         score_bias: torch.Tensor | None = None,
-        kv_cache: KVCacheLayer | None = None,
+        kv_cache: SupportsKVCache | None = None,
     ) -> torch.Tensor:
         check_shape("x", x, "B T C")
         h = self.attn(
@@ -384,7 +384,7 @@ class PostNormDecoderBlock(nn.Module):
         *,
         mask: torch.Tensor | None = None,
         score_bias: torch.Tensor | None = None,
-        kv_cache: KVCacheLayer | None = None,
+        kv_cache: SupportsKVCache | None = None,
     ) -> torch.Tensor:
         check_shape("x", x, "B T C")
         h = self.attn(x, mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache)  # (B, T, C)
@@ -403,9 +403,9 @@ class CrossAttentionBlock(nn.Module):
     The three sub-layers of the Transformer decoder (Vaswani et al., 2017, §3.1), with T5's pre-norm
     placement (Raffel et al., 2020, §3.1). ``memory`` is the encoder output; ``memory_mask``
     hides padded encoder positions; ``score_bias`` (T5's relative bias) applies to self-attention
-    only, as in T5. ``kv_cache`` caches the self-attention; ``cross_kv_cache``
-    (:class:`attn_edu.kv_cache.CrossKVCacheLayer`) keeps the cross-attention's keys and values,
-    projected from ``memory`` at the first decoding step and reused while ``memory`` stays the same.
+    only, as in T5. ``kv_cache`` caches the self-attention. While decoding, ``memory`` stays the same
+    and only the queries change: pass ``memory_kv = block.cross_attn.project_kv(memory)``, projected
+    once, instead of ``memory`` (:meth:`attn_edu.models.T5.decode` keeps it in the cache).
 
     Shapes:
         x ``(B, T, C)``, memory ``(B, S, C)``; mask broadcastable to ``(B, H, T, T)``, memory_mask
@@ -440,23 +440,30 @@ class CrossAttentionBlock(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        memory: torch.Tensor,
+        memory: torch.Tensor | None = None,
         *,
+        memory_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         score_bias: torch.Tensor | None = None,
-        kv_cache: KVCacheLayer | None = None,
-        cross_kv_cache: CrossKVCacheLayer | None = None,
+        kv_cache: SupportsKVCache | None = None,
     ) -> torch.Tensor:
         sizes = check_shape("x", x, "B T C")
-        check_shape("memory", memory, "B S C", B=sizes["B"], C=sizes["C"])
+        if (memory is None) == (memory_kv is None):
+            raise ValueError(
+                "memory, memory_kv: pass exactly one (the encoder output, or its projected k, v)"
+            )
+        if memory is not None:
+            check_shape("memory", memory, "B S C", B=sizes["B"], C=sizes["C"])
         h = self.self_attn(
             self.self_attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
         )  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
-        # With a cross_kv_cache, K and V of memory are projected at the first step and then reused.
-        extra = {} if cross_kv_cache is None else {"cross_kv_cache": cross_kv_cache}
-        h = self.cross_attn(self.cross_attn_norm(x), memory, mask=memory_mask, **extra)  # (B, T, C)
+        query = self.cross_attn_norm(x)  # (B, T, C)
+        if memory_kv is None:
+            h = self.cross_attn(query, memory, mask=memory_mask)  # (B, T, C)
+        else:  # K and V of memory, projected once by the caller and reused at every decoding step
+            h = self.cross_attn.attend(query, *memory_kv, mask=memory_mask)  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
         h = self.ffn(self.ffn_norm(x))  # (B, T, C)
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)

@@ -117,6 +117,27 @@ def online_softmax(x: torch.Tensor, block_size: int) -> torch.Tensor:
     return probs.to(x.dtype)
 
 
+def logsumexp_from_stats(m_i: torch.Tensor, l_i: torch.Tensor) -> torch.Tensor:
+    """``log Σ_j exp(x_j)`` of each row from its running max ``m_i`` and running sum ``l_i``.
+
+    Since ``l_i = Σ_j exp(x_j − m_i)``, ``log Σ_j exp(x_j) = m_i + log l_i``, and ``exp(m_i)`` is never
+    formed (it overflows float32 beyond 88). A row that saw no visible entry (``l_i = 0``, ``m_i = −inf``)
+    gets ``−inf``, the log of an empty sum. This is the one number per query that FlashAttention keeps
+    for the backward pass (Algorithm 1, line 13).
+
+    Shapes:
+        m_i, l_i ``(...)``; returns ``(...)``.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 3.0, 2.0, 80.0, 95.0]])
+        >>> m_i, l_i = list(online_softmax_steps(x, block_size=2))[-1]
+        >>> torch.allclose(logsumexp_from_stats(m_i, l_i), torch.logsumexp(x, dim=-1))
+        True
+    """
+    has_key = l_i > 0
+    return torch.where(has_key, m_i + torch.log(torch.where(has_key, l_i, torch.ones_like(l_i))), NEG_INF)
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. Input checks and masks for one tile
 # ----------------------------------------------------------------------------------------------
@@ -284,10 +305,9 @@ def tiled_attention_forward(
 
         # Lines 12-13: normalise once at the end, and keep lse = m + log(l) for the backward.
         # A row with l_i = 0 saw no key: output zeros, lse = -inf (log 0), never 0/0.
-        has_key = l_i > 0  # (..., block_q)
-        l_safe = torch.where(has_key, l_i, torch.ones_like(l_i))
+        l_safe = torch.where(l_i > 0, l_i, torch.ones_like(l_i))  # (..., block_q)
         out[..., q_start:q_end, :] = (acc / l_safe[..., None]).to(out.dtype)  # (..., block_q, Dv)
-        lse[..., q_start:q_end] = torch.where(has_key, m_i + torch.log(l_safe), NEG_INF)  # (..., block_q)
+        lse[..., q_start:q_end] = logsumexp_from_stats(m_i, l_i)  # (..., block_q)
     return out, lse
 
 
@@ -460,6 +480,7 @@ def tiled_attention(
 
 
 __all__ = [
+    "logsumexp_from_stats",
     "online_softmax",
     "online_softmax_steps",
     "tiled_attention",

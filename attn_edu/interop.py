@@ -192,9 +192,9 @@ def bert_mlm_from_hf(model: Any) -> BertMLM:
     config = bert_config_from_hf(model.config)
     head = model.cls.predictions
     state = _bert_state(model.bert, prefix="bert.")
-    state |= _linear("head.dense", head.transform.dense.weight, head.transform.dense.bias)
+    state |= _linear("head.transform", head.transform.dense.weight, head.transform.dense.bias)
     state |= _norm("head.norm", head.transform.LayerNorm)
-    state |= _linear("head.decoder", head.decoder.weight, head.bias)
+    state |= _linear("head.vocab_proj", head.decoder.weight, head.bias)
     return _load(BertMLM(config), state, model)
 
 

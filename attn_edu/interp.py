@@ -194,3 +194,57 @@ def ablation_effects(
             with head_ablation(model, [(i, h)]):
                 effects[i, h] = float(loss_fn(model, batch)) - base
     return effects
+
+
+def head_masks_in_order(order: torch.Tensor | Iterable[int], num_layers: int, num_heads: int) -> torch.Tensor:
+    """Head masks that switch heads off one at a time, in ``order``: row ``k`` has the first ``k`` off.
+
+    ``order`` lists flat head indices ``layer · num_heads + head``, each once. Row 0 is the full model
+    (all ones) and the last row has every listed head removed, so a pruning curve is the loss on each
+    row (with :func:`head_ablation`, or a model's ``head_mask``-style gate).
+
+    Shapes:
+        order ``(L·H,)`` (or fewer, for a partial schedule); returns ``(len(order) + 1, L, H)`` float32.
+
+    Example:
+        >>> head_masks_in_order([3, 0], num_layers=2, num_heads=2).flatten(1).tolist()
+        [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]]
+    """
+    check_positive_int("num_layers", num_layers)
+    check_positive_int("num_heads", num_heads)
+    flat = torch.as_tensor(order if isinstance(order, torch.Tensor) else list(order), dtype=torch.long)
+    total = num_layers * num_heads
+    if (
+        flat.ndim != 1
+        or len(set(flat.tolist())) != len(flat)
+        or not all(0 <= i < total for i in flat.tolist())
+    ):
+        raise ValueError(
+            f"order: expected distinct flat head indices in 0 .. {total - 1} (layer · {num_heads} + head), "
+            f"got {flat.tolist()}"
+        )
+    masks = torch.ones(len(flat) + 1, total)  # (k + 1, L·H): row k has k heads removed
+    for k, index in enumerate(flat.tolist(), start=1):
+        masks[k:, index] = 0.0
+    return masks.reshape(len(flat) + 1, num_layers, num_heads)  # (k + 1, L, H)
+
+
+def pruning_masks(importance: torch.Tensor) -> torch.Tensor:
+    """A pruning schedule: remove heads one by one, least important first (Michel et al., 2019, §4).
+
+    ``importance[l, h]`` is what head ``h`` of layer ``l`` is worth (e.g. :func:`ablation_effects`: the
+    loss rise without it). A negative value means the model does better without the head, so it goes
+    first. Ties keep the (layer, head) order, so the schedule is reproducible.
+
+    Shapes:
+        importance ``(L, H)``; returns ``(L·H + 1, L, H)``: row ``k`` has the ``k`` least important heads off.
+
+    Example:
+        >>> masks = pruning_masks(torch.tensor([[0.3, -0.1], [0.0, 2.0]]))
+        >>> masks[1].tolist(), masks[2].tolist()     # the harmful head goes first, then the idle one
+        ([[1.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]])
+    """
+    check_floating("importance", importance)
+    L, H = check_shape("importance", importance, "L H").values()
+    order = torch.argsort(importance.flatten(), stable=True)  # (L·H,) flat index = layer·H + head
+    return head_masks_in_order(order, L, H)

@@ -111,51 +111,34 @@ class CrossKVCacheLayer:
     """One cross-attention layer's keys and values: projected from the encoder output once, then reused.
 
     In an encoder-decoder the cross-attention's keys and values come from the encoder's output, which
-    stays the same while the decoder writes; only the queries change from step to step. So the ``K`` and
-    ``V`` projections are computed at the first step and read back afterwards (Hugging Face keeps them
-    in the cross-attention half of its ``EncoderDecoderCache`` for the same reason).
-    :class:`attn_edu.multihead.MultiHeadAttention` asks :meth:`holds` whether the stored pair was
-    computed from *this* ``key``/``value``: the very same tensor objects, not modified in place since.
-    Anything else (a new input sentence, a recomputed encoder output) is projected afresh and replaces
-    what was stored, so a stale cache can cost time but never give a wrong answer.
+    stays the same while the decoder writes; only the queries change from step to step. So
+    :meth:`attn_edu.models.T5.decode` projects them at the first step
+    (:meth:`attn_edu.multihead.MultiHeadAttention.project_kv`), stores them here, and reads them back
+    afterwards (Hugging Face keeps them in the cross-attention half of its ``EncoderDecoderCache`` for
+    the same reason). A cache belongs to one encoder output: for another input, start a new
+    :class:`KVCache` (or :meth:`KVCache.reset` it).
 
     Shapes:
-        ``store``: key ``(B, S, kdim)``, value ``(B, S, vdim)``, k, v ``(B, H_kv, S, D)``.
+        ``store``: k, v ``(B, H_kv, S, D)``.
 
     Example:
-        >>> layer, memory = CrossKVCacheLayer(), torch.zeros(1, 5, 8)
-        >>> layer.holds(memory, memory)
-        False
-        >>> layer.store(memory, memory, torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
-        >>> layer.holds(memory, memory), layer.holds(memory.clone(), memory)
-        (True, False)
+        >>> layer = CrossKVCacheLayer()
+        >>> layer.k is None
+        True
+        >>> layer.store(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+        >>> layer.k.shape
+        torch.Size([1, 2, 5, 4])
     """
 
     def __init__(self) -> None:
         self.k: torch.Tensor | None = None  # (B, H_kv, S, D)
         self.v: torch.Tensor | None = None  # (B, H_kv, S, D)
-        self._sources: tuple[torch.Tensor, torch.Tensor] | None = None  # the key and value tensors
-        self._versions: tuple[int, int] = (-1, -1)  # their in-place modification counters when stored
 
-    def holds(self, key: torch.Tensor, value: torch.Tensor) -> bool:
-        """Whether the stored ``k, v`` were projected from exactly these, unmodified, tensors."""
-        if self._sources is None:
-            return False
-        return (
-            self._sources[0] is key
-            and self._sources[1] is value
-            and self._versions == (key._version, value._version)
-        )
-
-    def store(self, key: torch.Tensor, value: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Keep the projected ``k, v`` and remember which ``key, value`` they came from."""
+    def store(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Keep the projected ``k, v``."""
         sizes = check_shape("k", k, "B H_kv S D")
         check_shape("v", v, "B H_kv S D", **sizes)
-        check_shape("key", key, "B S C", B=sizes["B"], S=sizes["S"])
-        check_shape("value", value, "B S C", B=sizes["B"], S=sizes["S"])
         self.k, self.v = k, v
-        self._sources = (key, value)
-        self._versions = (key._version, value._version)
 
     def nbytes(self) -> int:
         """Bytes held by the stored key and value tensors."""
@@ -164,8 +147,6 @@ class CrossKVCacheLayer:
     def reset(self) -> None:
         """Forget the stored keys and values."""
         self.k = self.v = None
-        self._sources = None
-        self._versions = (-1, -1)
 
 
 class KVCache:

@@ -103,6 +103,29 @@ def padding_mask(
     return positions[None, :] >= (max_len - lengths)[:, None]  # (B, max_len)
 
 
+def padding_from_attention_mask(attention_mask: torch.Tensor, B: int, T: int) -> torch.Tensor:
+    """Hugging Face's ``attention_mask`` (1 = real token, 0 = padding; int or bool) as a bool padding mask.
+
+    Shapes:
+        attention_mask ``(B, T)``; returns ``(B, T)`` bool, True = real token
+        (:func:`attn_edu.masks.key_mask` turns it into an attention mask).
+
+    Example:
+        >>> padding_from_attention_mask(torch.tensor([[1, 1, 0]]), 1, 3)
+        tensor([[ True,  True, False]])
+    """
+    check_tensor("attention_mask", attention_mask)
+    check_shape("attention_mask", attention_mask, "B T", B=B, T=T)
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    if attention_mask.is_floating_point() or not ((attention_mask == 0) | (attention_mask == 1)).all():
+        raise ValueError(
+            "attention_mask: expected 1 (real token) / 0 (padding) or a bool mask, "
+            f"got dtype {attention_mask.dtype} with values {attention_mask.unique().tolist()[:5]}"
+        )
+    return attention_mask == 1  # (B, T)
+
+
 def key_mask(padding: torch.Tensor) -> torch.Tensor:
     """Turn a padding mask ``(B, S)`` into an attention mask that hides padded *keys*.
 

@@ -96,8 +96,9 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 @runtime_checkable
-class KVCacheLayer(Protocol):
-    """What :class:`MultiHeadAttention` needs from one layer's key/value cache.
+class SupportsKVCache(Protocol):
+    """What :class:`MultiHeadAttention` needs from one layer's key/value cache
+    (:class:`attn_edu.kv_cache.KVCacheLayer` is one).
 
     ``seq_len`` counts the tokens already stored (it is also the position of the first new token,
     which rotary embeddings need). ``update(k, v)`` appends the new keys and values and returns
@@ -112,20 +113,6 @@ class KVCacheLayer(Protocol):
     def seq_len(self) -> int: ...
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
-@runtime_checkable
-class CrossKVCacheLayer(Protocol):
-    """What :class:`MultiHeadAttention` needs from a cross-attention cache
-    (:class:`attn_edu.kv_cache.CrossKVCacheLayer` is one): ``holds(key, value)`` says whether the
-    stored ``k``, ``v`` ``(B, H_kv, S, D)`` came from these inputs; ``store`` keeps new ones."""
-
-    k: torch.Tensor | None
-    v: torch.Tensor | None
-
-    def holds(self, key: torch.Tensor, value: torch.Tensor) -> bool: ...
-
-    def store(self, key: torch.Tensor, value: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None: ...
 
 
 AttentionFn = Callable[..., torch.Tensor]
@@ -228,8 +215,7 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         score_bias: torch.Tensor | None = None,
-        kv_cache: KVCacheLayer | None = None,
-        cross_kv_cache: CrossKVCacheLayer | None = None,
+        kv_cache: SupportsKVCache | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend from ``query`` to ``key``/``value`` (self-attention when both are omitted).
@@ -239,41 +225,80 @@ class MultiHeadAttention(nn.Module):
         ``score_bias`` (float, broadcastable to ``(B, H, T, S)``) is added to the scaled scores
         (T5's relative bias, ALiBi). With ``kv_cache``, the new keys/values are appended to it and
         the queries attend to everything cached; its ``seq_len`` is the rotary position offset.
-        ``cross_kv_cache`` is for cross-attention: the keys/values projected from ``key``/``value``
-        are kept there and reused while the same (unmodified) ``key``/``value`` tensors come back
-        (:class:`attn_edu.kv_cache.CrossKVCacheLayer`).
         ``need_weights=True`` also returns the weights, recomputed with
         :func:`attn_edu.attention.attention_weights` (the module keeps no attention maps).
+
+        The same as ``attend(query, *project_kv(key, value), ...)``: an encoder-decoder projects its
+        encoder output once with :meth:`project_kv` and calls :meth:`attend` at every decoding step.
 
         Shapes:
             query ``(B, T, C)``, key ``(B, S, kdim)``, value ``(B, S, vdim)``; returns ``(B, T, C)``
             [and weights ``(B, H, T, S)``; with a cache ``S`` counts the cached tokens too].
         """
         key = query if key is None else key
-        value = key if value is None else value
         check_floating("query", query)
+        check_shape("query", query, "B T C", C=self.embed_dim)
+        k, v = self.project_kv(key, value, batch=query.shape[0])  # (B, H_kv, S, D) each
+        return self.attend(
+            query,
+            k,
+            v,
+            mask=mask,
+            is_causal=is_causal,
+            score_bias=score_bias,
+            kv_cache=kv_cache,
+            need_weights=need_weights,
+        )
+
+    def project_kv(
+        self, key: torch.Tensor, value: torch.Tensor | None = None, *, batch: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values of ``key``/``value`` (``value`` defaults to ``key``), split into ``H_kv`` heads.
+
+        Shapes:
+            key ``(B, S, kdim)``, value ``(B, S, vdim)``; returns k, v ``(B, H_kv, S, D)``.
+
+        Example:
+            >>> mha = MultiHeadAttention(8, 4, num_kv_heads=2)
+            >>> memory, x = torch.randn(1, 7, 8), torch.randn(1, 3, 8)
+            >>> k, v = mha.project_kv(memory)
+            >>> k.shape, torch.allclose(mha.attend(x, k, v), mha(x, memory), atol=1e-6)
+            (torch.Size([1, 2, 7, 2]), True)
+        """
+        value = key if value is None else value
         check_floating("key", key)
         check_floating("value", value)
-        B, T, C = check_shape("query", query, "B T C", C=self.embed_dim).values()
-        S = check_shape("key", key, "B S C", B=B, C=self.kdim)["S"]
+        B = check_shape("key", key, "B S C", C=self.kdim, **({} if batch is None else {"B": batch}))["B"]
+        S = key.shape[1]
         check_shape("value", value, "B S C", B=B, S=S, C=self.vdim)
-        H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, H_kv, S, D)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, H_kv, S, D)
+        return k, v
 
-        if cross_kv_cache is not None and (kv_cache is not None or self.rotary is not None):
-            raise ValueError(
-                "cross_kv_cache: only for cross-attention without rotary embeddings, and not together "
-                "with kv_cache (a self-attention cache)"
-            )
+    def attend(
+        self,
+        query: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        score_bias: torch.Tensor | None = None,
+        kv_cache: SupportsKVCache | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` from keys and values already projected by :meth:`project_kv`.
+
+        Shapes:
+            query ``(B, T, C)``, k, v ``(B, H_kv, S, D)``; returns ``(B, T, C)`` [and weights ``(B, H, T, S)``].
+        """
+        check_floating("query", query)
+        B, T, C = check_shape("query", query, "B T C", C=self.embed_dim).values()
+        H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        S = check_shape("k", k, "B H_kv S D", B=B, H_kv=H_kv, D=D)["S"]
+        check_shape("v", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
 
         q = split_heads(self.q_proj(query), H)  # (B, H, T, D)
-        if cross_kv_cache is not None and cross_kv_cache.holds(key, value):
-            k, v = cross_kv_cache.k, cross_kv_cache.v  # (B, H_kv, S, D): projected at an earlier step
-        else:
-            k = split_heads(self.k_proj(key), H_kv)  # (B, H_kv, S, D)
-            v = split_heads(self.v_proj(value), H_kv)  # (B, H_kv, S, D)
-            if cross_kv_cache is not None:
-                cross_kv_cache.store(key, value, k, v)
-
         # Positions continue after the cached tokens, so rotate before the keys enter the cache:
         # cached keys already carry their own positions.
         offset = 0 if kv_cache is None else int(kv_cache.seq_len)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
-from attn_edu._validate import check_floating, check_positive_int, check_shape, check_tensor
+from attn_edu._validate import check_floating, check_positive_int, check_same_shape, check_shape, check_tensor
 
 IGNORE_INDEX = -100  # label of positions the loss skips (torch's cross_entropy default)
 
@@ -77,21 +77,57 @@ def mlm_mask(
             f"mask_token_id: expected an id in [0, vocab_size={vocab_size}), got {mask_token_id}"
         )
 
-    def coin(p: float) -> torch.Tensor:
-        probs = torch.full(input_ids.shape, p, device=input_ids.device)
-        return torch.bernoulli(probs, generator=generator).bool()
-
-    specials = torch.tensor(sorted(set(special_ids)), dtype=input_ids.dtype, device=input_ids.device)
-    eligible = ~torch.isin(input_ids, specials)  # same shape as input_ids
-    picked = coin(mask_prob) & eligible
-    to_mask = coin(0.8) & picked
-    to_random = coin(0.5) & picked & ~to_mask  # half of the remaining 20%
+    u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)  # one draw per token
     random_ids = torch.randint(
         vocab_size, input_ids.shape, generator=generator, dtype=input_ids.dtype, device=input_ids.device
     )
+    return mlm_rule(
+        input_ids, u, random_ids, mask_token_id=mask_token_id, special_ids=special_ids, mask_prob=mask_prob
+    )
 
+
+def mlm_rule(
+    input_ids: torch.Tensor,
+    u: torch.Tensor,
+    random_ids: torch.Tensor,
+    *,
+    mask_token_id: int,
+    special_ids: Iterable[int] | torch.Tensor = (),
+    mask_prob: float = 0.15,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 80/10/10 rule with the random numbers given: :func:`mlm_mask` without its dice.
+
+    One uniform number ``u`` per token decides everything. A plain (not special) token is picked when
+    ``u < p`` (``p = mask_prob``); a picked token becomes ``[MASK]`` when ``u < 0.8 p``, becomes its
+    ``random_ids`` entry when ``0.8 p <= u < 0.9 p``, and stays itself otherwise. Since ``u`` is uniform,
+    that is 15% picked and 80/10/10 among the picked, as Devlin et al. (2019) prescribe.
+
+    Shapes:
+        input_ids, u, random_ids: the same shape, e.g. ``(B, T)``; returns inputs and labels of that
+        shape, labels holding the original id at picked positions and ``-100`` elsewhere.
+
+    Example:
+        >>> ids = torch.tensor([[101, 7, 8, 9, 10]])
+        >>> u = torch.tensor([[0.01, 0.05, 0.125, 0.14, 0.5]])   # [CLS], then one token per band
+        >>> inputs, labels = mlm_rule(ids, u, torch.full_like(ids, 42), mask_token_id=103, special_ids=(101,))
+        >>> inputs.tolist(), labels.tolist()
+        ([[101, 103, 42, 9, 10]], [[-100, 7, 8, 9, -100]])
+    """
+    _check_ids("input_ids", input_ids)
+    check_floating("u", u)
+    check_same_shape("u", u, "input_ids", input_ids)
+    check_same_shape("random_ids", random_ids, "input_ids", input_ids)
+    _check_prob("mask_prob", mask_prob)
+    specials = torch.as_tensor(
+        sorted(set(special_ids.tolist() if isinstance(special_ids, torch.Tensor) else special_ids)),
+        dtype=input_ids.dtype,
+        device=input_ids.device,
+    )
+    picked = (u < mask_prob) & ~torch.isin(input_ids, specials)  # same shape as input_ids
+    to_mask = picked & (u < 0.8 * mask_prob)
+    to_random = picked & ~to_mask & (u < 0.9 * mask_prob)
     inputs = input_ids.masked_fill(to_mask, mask_token_id)
-    inputs = torch.where(to_random, random_ids, inputs)
+    inputs = torch.where(to_random, random_ids.to(input_ids.dtype), inputs)
     labels = input_ids.masked_fill(~picked, IGNORE_INDEX)
     return inputs, labels
 
@@ -192,8 +228,28 @@ def span_noise_mask(
     return is_noise.repeat_interleave(runs)  # (T,)
 
 
-def _replace_runs(tokens: torch.Tensor, hide: torch.Tensor, sentinel_start_id: int) -> torch.Tensor:
-    """Replace each run of hidden tokens by one sentinel, counting down from ``sentinel_start_id``."""
+def replace_spans_with_sentinels(
+    tokens: torch.Tensor, hide: torch.Tensor, sentinel_start_id: int
+) -> torch.Tensor:
+    """Replace each run of hidden tokens by one sentinel, counting down from ``sentinel_start_id``.
+
+    The k-th run (k = 0, 1, ...) becomes ``sentinel_start_id - k``, i.e. ``<extra_id_k>``. With
+    ``hide = noise`` this builds T5's encoder input; with ``hide = ~noise`` its decoder target.
+
+    Shapes:
+        tokens, hide ``(T,)``; returns ``(T - hidden + runs,)``.
+
+    Example:
+        >>> tokens = torch.tensor([10, 11, 12, 13, 14, 15])
+        >>> hide = torch.tensor([False, True, True, False, True, False])
+        >>> replace_spans_with_sentinels(tokens, hide, 99).tolist()
+        [10, 99, 13, 98, 15]
+    """
+    _check_ids("tokens", tokens)
+    T = check_shape("tokens", tokens, "T")["T"]
+    check_shape("hide", hide, "T", T=T)
+    if hide.dtype != torch.bool:
+        raise ValueError(f"hide: expected a bool tensor (True = hidden), got dtype {hide.dtype}")
     starts = hide & ~torch.cat([hide.new_zeros(1), hide[:-1]])  # (T,) first token of each run
     sentinels = sentinel_start_id + 1 - starts.long().cumsum(0)  # (T,) run k gets start_id - k
     out = torch.where(starts, sentinels.to(tokens.dtype), tokens)  # (T,)
@@ -247,8 +303,12 @@ def span_corruption(
     num_spans = int((noise & ~torch.cat([noise.new_zeros(1), noise[:-1]])).sum())
     if num_spans > num_sentinels:
         raise ValueError(f"tokens: {num_spans} spans need more than num_sentinels={num_sentinels} sentinels")
-    inputs = _replace_runs(tokens, noise, sentinel_start_id)  # clean tokens, a sentinel per span
-    targets = _replace_runs(tokens, ~noise, sentinel_start_id)  # a sentinel per clean run, the spans
+    inputs = replace_spans_with_sentinels(
+        tokens, noise, sentinel_start_id
+    )  # clean tokens, a sentinel per span
+    targets = replace_spans_with_sentinels(
+        tokens, ~noise, sentinel_start_id
+    )  # a sentinel per clean run, the spans
     return inputs, targets
 
 

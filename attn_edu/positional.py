@@ -484,6 +484,24 @@ def alibi_bias(num_heads: int, T: int, S: int | None = None) -> torch.Tensor:
                 [-0.0625,  0.0000, -0.0625],
                 [-0.1250, -0.0625,  0.0000]])
     """
-    distance = relative_positions(T, S).abs().float()  # (T, S)
+    return alibi_bias_from_slopes(alibi_slopes(num_heads), T, S)  # (H, T, S)
+
+
+def alibi_bias_from_slopes(slopes: torch.Tensor, T: int, S: int | None = None) -> torch.Tensor:
+    """:func:`alibi_bias` for any slopes: ``bias[h, i, j] = −slopes[h] · |i − j|``, bottom-right aligned.
+
+    Useful with slopes of your own (learned ones, or another schedule than the paper's).
+
+    Shapes:
+        slopes ``(H,)``; returns ``(H, T, S)`` in the slopes' floating dtype.
+
+    Example:
+        >>> alibi_bias_from_slopes(torch.tensor([1.0, 0.5]), 2, 3)[1]   # S > T: the last query is newest
+        tensor([[-0.5000,  0.0000, -0.5000],
+                [-1.0000, -0.5000,  0.0000]])
+    """
+    check_floating("slopes", slopes)
+    check_shape("slopes", slopes, "H")
+    distance = relative_positions(T, S).abs().to(slopes.dtype)  # (T, S)
     # 0 − x rather than −x, so distance 0 shows as 0. and not −0. in printed tables
-    return 0.0 - alibi_slopes(num_heads)[:, None, None] * distance  # (H, T, S)
+    return 0.0 - slopes[:, None, None] * distance  # (H, T, S)

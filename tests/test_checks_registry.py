@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,50 @@ def _package_twin(exercise_id: str):
 
 
 TWINS = {eid: twin for eid in IDS if (twin := _package_twin(eid)) is not None}
+
+# Exercises whose answer is a measurement too small to have a library function of its own. Every other
+# reference must call the library's concept code, so that changing the library moves its exercises.
+MEASUREMENTS = {
+    "03.1": "the sample variance of q·k over pairs: torch.var on a product, the measurement itself",
+}
+PACKAGE_DIR = os.path.dirname(importlib.import_module("attn_edu").__file__) + os.sep
+SUPPORT_MODULES = {"attn_edu._validate", "attn_edu.report", "attn_edu.source", "attn_edu.env"}
+
+
+def _library_calls(exercise_id: str) -> set[str]:
+    """The public functions and classes of the library (outside grading/ and the support modules) that
+    the exercise's reference calls on its cases, directly or not."""
+    exercise, called = EXERCISES[exercise_id], set()
+
+    def profile(frame, event, arg):
+        module = frame.f_globals.get("__name__", "")
+        if (
+            event == "call"
+            and frame.f_code.co_filename.startswith(PACKAGE_DIR)
+            and not module.startswith("attn_edu.grading")
+            and module not in SUPPORT_MODULES
+            and (not frame.f_code.co_name.startswith("_") or frame.f_code.co_name in ("__init__", "__call__"))
+        ):
+            called.add(f"{module}.{frame.f_code.co_qualname}")
+
+    for case in make_cases(exercise, 0):
+        sys.setprofile(profile)
+        try:
+            exercise.reference(*case.args, **case.kwargs)
+        finally:
+            sys.setprofile(None)
+    return {name for name in called if name.startswith("attn_edu.")}
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_every_reference_calls_into_the_library(exercise_id: str) -> None:
+    calls = _library_calls(exercise_id)
+    if exercise_id in MEASUREMENTS:
+        assert not calls, f"{exercise_id} calls {sorted(calls)}: take it off the MEASUREMENTS list"
+    else:
+        assert calls, (
+            f"{exercise_id}'s reference reimplements the answer: make it call the library's function"
+        )
 
 
 def test_every_solution_notebook_has_registered_exercises() -> None:

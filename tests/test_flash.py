@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.flash import (
+    logsumexp_from_stats,
     online_softmax,
     online_softmax_steps,
     tiled_attention,
@@ -230,3 +231,15 @@ def test_bad_input_raises_value_error_naming_the_argument():
         online_softmax(torch.randn(4), 0)
     with pytest.raises(ValueError, match=r"x: expected shape \(\.\.\., N\)"):
         online_softmax(torch.randn(()), 2)
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 8])
+def test_logsumexp_from_stats_equals_torch(block_size):
+    g = torch.Generator().manual_seed(4)
+    x = 30 * torch.randn(3, 4, 11, generator=g, dtype=torch.float64) + 100.0  # exp(x) overflows float32
+    x[0, 1] = float("-inf")  # a row that sees nothing
+    x[1, 2, :5] = float("-inf")
+    m_i, l_i = list(online_softmax_steps(x, block_size))[-1]
+    got = logsumexp_from_stats(m_i, l_i)
+    torch.testing.assert_close(got, torch.logsumexp(x.float(), dim=-1), rtol=1e-6, atol=1e-4)
+    assert torch.isneginf(got[0, 1])

@@ -13,8 +13,10 @@ from attn_edu.interp import (
     first_token_score,
     gate_heads,
     head_ablation,
+    head_masks_in_order,
     induction_score,
     previous_token_score,
+    pruning_masks,
 )
 from attn_edu.masks import causal_mask
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
@@ -203,3 +205,25 @@ def test_ablating_the_induction_heads_raises_the_loss_on_the_repeat(trained):
     effects = ablation_effects(model, batch, lm_loss)  # (layers, H)
     previous_head = int(previous_token_score(w1).argmax())
     assert effects[0, previous_head] > 0.1, effects
+
+
+def test_pruning_masks_remove_the_least_important_head_first():
+    g = torch.Generator().manual_seed(0)
+    importance = torch.randn(3, 4, generator=g)
+    masks = pruning_masks(importance)
+    assert masks.shape == (13, 3, 4) and bool((masks[0] == 1).all()) and bool((masks[-1] == 0).all())
+    removed = (masks[:-1] - masks[1:]).flatten(1).argmax(1)  # (12,) the head switched off at each step
+    assert importance.flatten()[removed].diff().ge(0).all()  # in increasing importance
+    assert sorted(removed.tolist()) == list(range(12))  # each head once
+    # Ties keep (layer, head) order.
+    tied = pruning_masks(torch.zeros(2, 2))
+    assert [int((tied[k] - tied[k + 1]).flatten().argmax()) for k in range(4)] == [0, 1, 2, 3]
+
+
+def test_head_masks_in_order_refuses_bad_orders():
+    assert head_masks_in_order([], 1, 3).shape == (1, 1, 3)
+    for bad in ([0, 0], [4], [-1]):
+        with pytest.raises(ValueError, match="order: expected distinct flat head indices in 0 .. 3"):
+            head_masks_in_order(bad, 2, 2)
+    with pytest.raises(ValueError, match="importance: expected shape"):
+        pruning_masks(torch.zeros(4))

@@ -6,10 +6,8 @@ import pytest
 import torch
 
 from attn_edu.kv_cache import CrossKVCacheLayer, KVCache, KVCacheLayer, kv_cache_bytes, kv_cache_table
-from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
-from attn_edu.multihead import CrossKVCacheLayer as CrossKVCacheProtocol
-from attn_edu.multihead import KVCacheLayer as KVCacheProtocol
-from attn_edu.multihead import MultiHeadAttention
+from attn_edu.models import GPT, T5, GPTConfig, Llama, LlamaConfig, T5Config
+from attn_edu.multihead import MultiHeadAttention, SupportsKVCache
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -22,8 +20,7 @@ def one_thread():
 
 
 def test_cache_layer_satisfies_the_attention_protocol():
-    assert isinstance(KVCacheLayer(), KVCacheProtocol)
-    assert isinstance(CrossKVCacheLayer(), CrossKVCacheProtocol)
+    assert isinstance(KVCacheLayer(), SupportsKVCache)
 
 
 @pytest.mark.parametrize("max_len", [None, 9])
@@ -71,39 +68,44 @@ class ProjectionCounter:
         module.register_forward_hook(lambda *_: setattr(self, "calls", self.calls + 1))
 
 
-def test_cross_attention_projects_the_memory_once_and_reuses_it():
+def test_attend_on_projected_memory_equals_the_forward():
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4, num_kv_heads=2, kdim=10, vdim=10)
     memory, queries = torch.randn(2, 7, 10), torch.randn(2, 5, 16)
-    k_calls, v_calls = ProjectionCounter(mha.k_proj), ProjectionCounter(mha.v_proj)
-    cache = CrossKVCacheLayer()
-    steps = [mha(queries[:, t : t + 1], memory, cross_kv_cache=cache) for t in range(5)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), mha(queries, memory))  # the same answer...
-    assert (k_calls.calls, v_calls.calls) == (
-        1 + 1,
-        1 + 1,
-    )  # ...with one projection for 5 steps (+1 uncached)
-    assert cache.nbytes() == 2 * (2 * 2 * 7 * 4) * 4  # K and V: (B, H_kv, S, D) float32
-    other = torch.randn(2, 7, 10)  # a new source sentence: projected afresh, never the stale K, V
-    torch.testing.assert_close(mha(queries, other, cross_kv_cache=cache), mha(queries, other))
-    assert k_calls.calls == 4 and cache.holds(other, other)
-    other.mul_(2)  # modified in place: the stored K, V no longer describe it
-    assert not cache.holds(other, other)
-    torch.testing.assert_close(mha(queries, other, cross_kv_cache=cache), mha(queries, other))
+    k, v = mha.project_kv(memory)
+    assert k.shape == v.shape == (2, 2, 7, 4)  # (B, H_kv, S, D)
+    steps = [mha.attend(queries[:, t : t + 1], k, v) for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), mha(queries, memory))
+    with pytest.raises(ValueError, match=r"k: expected shape \(B, H_kv, S, D\)"):
+        mha.attend(queries, k[:, :1], v)
+
+
+def test_t5_projects_the_encoder_output_once_per_cache():
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=20, embed_dim=16, num_layers=1, num_decoder_layers=2, num_heads=2, ffn_dim=32
+    )
+    model = T5(config).eval()
+    source, target = torch.randint(20, (2, 6)), torch.randint(20, (2, 5))
+    counters = [ProjectionCounter(block.cross_attn.k_proj) for block in model.decoder_blocks]
+    with torch.no_grad():
+        memory = model.encode(source)
+        full = model.decode(target, memory)
+        cache = KVCache(2)
+        steps = [model.decode(target[:, t : t + 1], memory, kv_cache=cache) for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+    assert [c.calls for c in counters] == [1 + 1, 1 + 1]  # the full decode, then once for 5 steps
+    assert cache.cross_layers[0].nbytes() == 2 * (2 * 2 * 6 * 8) * 4  # K and V: (B, H_kv, S, D) float32
+    with pytest.raises(ValueError, match="kv_cache: holds cross-attention keys for 2 sequences of 6"):
+        model.decode(target[:, :1], model.encode(torch.randint(20, (2, 9))), kv_cache=cache)
     cache.reset()
-    assert cache.nbytes() == 0 and not cache.holds(other, other)
+    assert cache.cross_layers[0].nbytes() == 0
 
 
-def test_cross_cache_is_refused_where_it_cannot_be_right():
-    mha = MultiHeadAttention(8, 2)
-    x = torch.randn(1, 3, 8)
-    with pytest.raises(ValueError, match="cross_kv_cache"):
-        mha(x, kv_cache=KVCacheLayer(), cross_kv_cache=CrossKVCacheLayer())
+def test_cross_cache_stores_only_matching_keys_and_values():
     cache = CrossKVCacheLayer()
-    with pytest.raises(ValueError, match="key"):
-        cache.store(
-            torch.zeros(1, 5, 8), torch.zeros(1, 5, 8), torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4)
-        )
+    with pytest.raises(ValueError, match="v: expected shape"):
+        cache.store(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 4, 4))
 
 
 def decode(model, cache: KVCache, prompt_len: int, new_tokens: int, vocab: int) -> None:

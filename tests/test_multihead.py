@@ -11,7 +11,7 @@ from torch import nn
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.masks import causal_mask, combine_masks, key_mask, padding_mask, to_torch_polarity
-from attn_edu.multihead import KVCacheLayer, MultiHeadAttention, merge_heads, repeat_kv, split_heads
+from attn_edu.multihead import MultiHeadAttention, SupportsKVCache, merge_heads, repeat_kv, split_heads
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -302,7 +302,7 @@ def test_kv_cache_decoding_equals_full_causal_forward(H_kv, chunks):
     x = torch.randn(2, sum(chunks), 16)
     full = mha(x, is_causal=True)
     cache = ListCache()
-    assert isinstance(cache, KVCacheLayer)
+    assert isinstance(cache, SupportsKVCache)
     pieces, start = [], 0
     for n in chunks:
         pieces.append(mha(x[:, start : start + n], is_causal=True, kv_cache=cache))

@@ -12,6 +12,8 @@ from attn_edu.objectives import (
     causal_lm_loss,
     mlm_loss,
     mlm_mask,
+    mlm_rule,
+    replace_spans_with_sentinels,
     span_corruption,
     span_noise_mask,
     span_uncorrupt,
@@ -92,6 +94,74 @@ def test_mlm_mask_is_reproducible_with_a_seed():
     a = mlm_mask(ids, mask_token_id=MASK, vocab_size=100, generator=torch.Generator().manual_seed(7))
     b = mlm_mask(ids, mask_token_id=MASK, vocab_size=100, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_mlm_mask_applies_mlm_rule_to_its_own_draws():
+    # mlm_mask = mlm_rule on one uniform draw per token and one random id per token, in that order.
+    ids = torch.randint(4, 50, (6, 9))
+    ids[:, 0] = CLS
+    seed = 11
+    got = mlm_mask(
+        ids,
+        mask_token_id=MASK,
+        vocab_size=50,
+        special_ids=SPECIALS,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    g = torch.Generator().manual_seed(seed)
+    u = torch.rand(ids.shape, generator=g)
+    random_ids = torch.randint(50, ids.shape, generator=g)
+    want = mlm_rule(ids, u, random_ids, mask_token_id=MASK, special_ids=SPECIALS)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_mlm_rule_bands_by_loop():
+    # Each token alone, by the paper's rule: picked below p, [MASK] below 0.8 p, random below 0.9 p.
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(4, 40, (5, 13), generator=g)
+    ids[:, 0], ids[:, -1] = CLS, SEP
+    u = torch.rand(ids.shape, generator=g) * 0.3
+    random_ids = torch.randint(40, ids.shape, generator=g)
+    inputs, labels = mlm_rule(
+        ids, u, random_ids, mask_token_id=MASK, special_ids=torch.tensor(SPECIALS), mask_prob=0.2
+    )
+    for at in torch.cartesian_prod(torch.arange(5), torch.arange(13)).tolist():
+        at = tuple(at)
+        token, draw = int(ids[at]), float(u[at])
+        picked = token not in SPECIALS and draw < 0.2
+        assert int(labels[at]) == (token if picked else -100)
+        want = MASK if picked and draw < 0.16 else int(random_ids[at]) if picked and draw < 0.18 else token
+        assert int(inputs[at]) == want
+
+
+def test_mlm_rule_errors():
+    ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match=r"u: expected the shape of input_ids, \(1, 3\), got \(3,\)"):
+        mlm_rule(ids, torch.rand(3), ids, mask_token_id=3)
+    with pytest.raises(ValueError, match="u: expected a floating-point tensor"):
+        mlm_rule(ids, ids, ids, mask_token_id=3)
+    with pytest.raises(ValueError, match="random_ids: expected the shape of input_ids"):
+        mlm_rule(ids, torch.rand(1, 3), ids[:, :2], mask_token_id=3)
+
+
+def test_replace_spans_with_sentinels_by_loop():
+    g = torch.Generator().manual_seed(5)
+    for _ in range(20):
+        tokens = torch.randint(10, 50, (17,), generator=g)
+        hide = torch.rand(17, generator=g) < 0.4
+        out, runs, previous = [], 0, False
+        for token, hidden in zip(tokens.tolist(), hide.tolist()):
+            if hidden and not previous:
+                out.append(99 - runs)
+                runs += 1
+            elif not hidden:
+                out.append(token)
+            previous = hidden
+        assert replace_spans_with_sentinels(tokens, hide, 99).tolist() == out
+    with pytest.raises(ValueError, match="hide: expected a bool tensor"):
+        replace_spans_with_sentinels(tokens, hide.long(), 99)
+    with pytest.raises(ValueError, match="hide: expected shape"):
+        replace_spans_with_sentinels(tokens, hide[:3], 99)
 
 
 def test_mlm_loss_is_cross_entropy_on_picked_positions_only():

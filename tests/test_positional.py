@@ -20,6 +20,7 @@ from attn_edu.positional import (
     ShawRelativePosition,
     T5RelativeBias,
     alibi_bias,
+    alibi_bias_from_slopes,
     alibi_slopes,
     clipped_relative_positions,
     relative_positions,
@@ -300,3 +301,18 @@ def test_alibi_bias_values():
     assert (bias <= 0).all()
     with pytest.raises(ValueError, match="num_heads"):
         alibi_slopes(0)
+
+
+@pytest.mark.parametrize("T, S", [(4, 4), (2, 7), (1, 5)])
+def test_alibi_bias_from_any_slopes_by_loop(T, S):
+    slopes = torch.tensor([0.3, 1.7, 0.01], dtype=torch.float64)  # not the paper's schedule
+    bias = alibi_bias_from_slopes(slopes, T, S)
+    assert bias.dtype == torch.float64 and bias.shape == (3, T, S)
+    for h in range(3):
+        for i in range(T):
+            for j in range(S):
+                assert bias[h, i, j] == -slopes[h] * abs((S - T + i) - j)  # query i sits at S - T + i
+    with pytest.raises(ValueError, match="slopes: expected a floating-point tensor"):
+        alibi_bias_from_slopes(torch.tensor([1, 2]), 3)
+    with pytest.raises(ValueError, match="slopes: expected shape"):
+        alibi_bias_from_slopes(torch.ones(2, 2), 3)

@@ -47,7 +47,9 @@ class Exercise:
     title: str  # one line: what the learner writes
     function_name: str  # the learner's function in the notebook; the grading command looks it up by name
     arg_names: tuple[str, ...]  # names of the positional arguments, used in messages
-    reference: Callable[..., torch.Tensor]  # the attn_edu answer, same signature as the learner's function
+    # The attn_edu answer, same signature as the learner's function: a lambda (or def) in the check module
+    # that calls the library, since calls from the checks are the package's own, not a learner's shortcut.
+    reference: Callable[..., torch.Tensor]
     make_cases: Callable[[torch.Generator], list[Case]]  # random cases (value cases and property cases)
     mistakes: tuple[Mistake, ...] = ()  # known-wrong variants, tried in order
     properties: tuple[Property, ...] = ()  # checked last, each on its own cases

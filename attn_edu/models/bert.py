@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attn_edu._validate import check_positive_int, check_shape, check_tensor, check_token_ids
+from attn_edu._validate import check_positive_int, check_shape, check_token_ids
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import FeedForward, PostNormEncoderBlock, init_normal_
-from attn_edu.masks import key_mask
+from attn_edu.masks import key_mask, padding_from_attention_mask
 from attn_edu.multihead import AttentionFn, MultiHeadAttention
 from attn_edu.positional import LearnedPositionalEmbedding
 
@@ -45,7 +45,7 @@ class BertConfig:
     ffn_dim: int = 256  # hidden width of the feed-forward network (BERT: 4 C)
     norm_eps: float = 1e-12  # LayerNorm epsilon (BERT's TensorFlow code used 1e-12)
     dropout: float = 0.0  # dropout on embeddings and sub-layer outputs (BERT trained with 0.1)
-    tie_embeddings: bool = True  # the MLM decoder reuses the token embedding matrix (BERT: yes)
+    tie_embeddings: bool = True  # the MLM head's vocab_proj reuses the token embedding matrix (BERT: yes)
 
     def __post_init__(self) -> None:
         for name in (
@@ -135,36 +135,14 @@ class BERT(nn.Module):
         return bert_from_hf(model)
 
 
-def padding_from_attention_mask(attention_mask: torch.Tensor, B: int, T: int) -> torch.Tensor:
-    """Hugging Face's ``attention_mask`` (1 = real token, 0 = padding; int or bool) as a bool padding mask.
-
-    Shapes:
-        attention_mask ``(B, T)``; returns ``(B, T)`` bool, True = real token
-        (:func:`attn_edu.masks.key_mask` turns it into an attention mask).
-
-    Example:
-        >>> padding_from_attention_mask(torch.tensor([[1, 1, 0]]), 1, 3)
-        tensor([[ True,  True, False]])
-    """
-    check_tensor("attention_mask", attention_mask)
-    check_shape("attention_mask", attention_mask, "B T", B=B, T=T)
-    if attention_mask.dtype == torch.bool:
-        return attention_mask
-    if attention_mask.is_floating_point() or not ((attention_mask == 0) | (attention_mask == 1)).all():
-        raise ValueError(
-            "attention_mask: expected 1 (real token) / 0 (padding) or a bool mask, "
-            f"got dtype {attention_mask.dtype} with values {attention_mask.unique().tolist()[:5]}"
-        )
-    return attention_mask == 1  # (B, T)
-
-
 class MaskedLMHead(nn.Module):
     """Turn BERT's hidden states into a distribution over the vocabulary at every position.
 
         logits = LayerNorm(GELU(h W_t + b_t)) Eᵀ + b
 
-    A ``C x C`` transform, GELU and LayerNorm, then the ``decoder`` whose weight is the token
-    embedding ``E`` when tied, plus a per-token output bias. The paper (Devlin et al., 2019, §3.1)
+    A ``C x C`` ``transform``, GELU and LayerNorm, then ``vocab_proj`` whose weight is the token
+    embedding ``E`` when tied, plus a per-token output bias (Hugging Face calls these two ``dense`` and
+    ``decoder``; :mod:`attn_edu.interop` maps the names). The paper (Devlin et al., 2019, §3.1)
     only says "an output softmax over the vocabulary"; this layout is that of the released BERT code.
 
     Shapes:
@@ -174,14 +152,14 @@ class MaskedLMHead(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         c = config
-        self.dense = nn.Linear(c.embed_dim, c.embed_dim)
+        self.transform = nn.Linear(c.embed_dim, c.embed_dim)
         self.activation = nn.GELU()
         self.norm = nn.LayerNorm(c.embed_dim, eps=c.norm_eps)
-        self.decoder = nn.Linear(c.embed_dim, c.vocab_size)
+        self.vocab_proj = nn.Linear(c.embed_dim, c.vocab_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.activation(self.dense(hidden)))  # (B, T, C)
-        return self.decoder(h)  # (B, T, V)
+        h = self.norm(self.activation(self.transform(hidden)))  # (B, T, C)
+        return self.vocab_proj(h)  # (B, T, V)
 
 
 class BertMLM(nn.Module):
@@ -205,7 +183,7 @@ class BertMLM(nn.Module):
         self.bert = BERT(config)
         self.head = init_normal_(MaskedLMHead(config))
         if config.tie_embeddings:
-            self.head.decoder.weight = self.bert.token_embedding.weight  # (V, C), shared
+            self.head.vocab_proj.weight = self.bert.token_embedding.weight  # (V, C), shared
 
     def forward(
         self,

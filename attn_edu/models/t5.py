@@ -37,13 +37,12 @@ from attn_edu._validate import (
 )
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import CrossAttentionBlock, FeedForward, PreNormEncoderBlock, RMSNorm, init_normal_
-from attn_edu.masks import key_mask
-from attn_edu.models.bert import padding_from_attention_mask
+from attn_edu.masks import key_mask, padding_from_attention_mask
 from attn_edu.multihead import AttentionFn, MultiHeadAttention
 from attn_edu.positional import T5RelativeBias
 
 if TYPE_CHECKING:
-    from attn_edu.kv_cache import KVCache
+    from attn_edu.kv_cache import CrossKVCacheLayer, KVCache
 
 
 @dataclass(frozen=True)
@@ -198,21 +197,35 @@ class T5(nn.Module):
         bias = self.decoder_position_bias(T, offset + T)  # (1, H, T, offset + T)
         x = self.embed_dropout(self.token_embedding(decoder_input_ids))  # (B, T, C)
         for i, block in enumerate(self.decoder_blocks):
+            if kv_cache is None:
+                memory = {"memory": encoder_output}
+            else:  # the encoder output's K and V, projected at the first step and read back afterwards
+                memory = {"memory_kv": self._memory_kv(block, encoder_output, kv_cache.cross_layers[i])}
             layer_cache = None if kv_cache is None else kv_cache.layers[i]
-            cross_cache = None if kv_cache is None else kv_cache.cross_layers[i]
             x = block(
-                x,
-                encoder_output,
-                memory_mask=memory_mask,
-                score_bias=bias,
-                kv_cache=layer_cache,
-                cross_kv_cache=cross_cache,
+                x, **memory, memory_mask=memory_mask, score_bias=bias, kv_cache=layer_cache
             )  # (B, T, C)
         x = self.embed_dropout(self.decoder_norm(x))  # (B, T, C)
         if c.tie_embeddings:
             # The tied matrix also serves as input embedding; the rescale keeps logits at a sane size.
             x = x * c.embed_dim**-0.5  # (B, T, C)
         return self.lm_head(x)  # (B, T, V)
+
+    @staticmethod
+    def _memory_kv(
+        block: CrossAttentionBlock, encoder_output: torch.Tensor, cross_cache: CrossKVCacheLayer
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cross-attention's k, v of the encoder output: projected at the first step, then read back."""
+        if cross_cache.k is None:
+            cross_cache.store(*block.cross_attn.project_kv(encoder_output))  # (B, H_kv, S, D) each
+        B, S = encoder_output.shape[:2]
+        if cross_cache.k.shape[0] != B or cross_cache.k.shape[2] != S:
+            raise ValueError(
+                f"kv_cache: holds cross-attention keys for {cross_cache.k.shape[0]} sequences of "
+                f"{cross_cache.k.shape[2]} encoder tokens, but encoder_output is ({B}, {S}, C); "
+                "a cache belongs to one input: start a new KVCache (or reset it)"
+            )
+        return cross_cache.k, cross_cache.v
 
     def forward(
         self,

@@ -1,10 +1,11 @@
 """Checks for notebook 09's exercises: BERT's masking, GPT's shifted loss, T5's sentinels, GPT's size.
 
 - 09.1 the 80/10/10 rule of masked language modelling, with the random draws handed in (so the answer is
-  deterministic); the same rule as :func:`attn_edu.objectives.mlm_mask`;
+  deterministic), against :func:`attn_edu.objectives.mlm_rule`, the rule :func:`~attn_edu.objectives.mlm_mask` applies;
 - 09.2 the causal language-modelling loss, against :func:`attn_edu.objectives.causal_lm_loss`;
 - 09.3 T5's encoder input: one sentinel per hidden span, numbered ``<extra_id_0>, <extra_id_1>, ...``
-  = ``sentinel_start_id, sentinel_start_id − 1, ...``, as in :func:`attn_edu.objectives.span_corruption`;
+  = ``sentinel_start_id, sentinel_start_id − 1, ...``, against
+  :func:`attn_edu.objectives.replace_spans_with_sentinels` (what :func:`~attn_edu.objectives.span_corruption` uses);
 - 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`.
 
 The known-wrong versions are the usual slips: masking ``[CLS]``, always using ``[MASK]``, scoring every
@@ -19,14 +20,14 @@ import torch.nn.functional as F
 
 from attn_edu.grading.exercise import Case, Exercise, Mistake
 from attn_edu.models import GPTConfig
-from attn_edu.objectives import IGNORE_INDEX, _replace_runs, causal_lm_loss
+from attn_edu.objectives import IGNORE_INDEX, causal_lm_loss, mlm_rule, replace_spans_with_sentinels
 from attn_edu.params import gpt_parameter_count
 
 # ---------------------------------------------------------------------------------------------------------
 # 09.1 BERT's 80/10/10 masking, with the random numbers given
 
 
-def _mlm_rule(
+def _mlm_variant(
     input_ids: torch.Tensor,
     u: torch.Tensor,
     random_ids: torch.Tensor,
@@ -40,7 +41,7 @@ def _mlm_rule(
     score_all: bool = False,
     label_inputs: bool = False,
 ) -> torch.Tensor:
-    """The rule and its variants: picked = u < p (not special); u < 0.8 p → [MASK], next 0.1 p → random."""
+    """Wrong versions of :func:`attn_edu.objectives.mlm_rule`, written out: each flag is one slip."""
     picked = u < mask_prob  # (B, T)
     if skip_specials:
         picked &= ~torch.isin(input_ids, special_ids)
@@ -54,7 +55,8 @@ def _mlm_rule(
 
 
 def _mlm_reference(input_ids, u, random_ids, mask_token_id, special_ids):
-    return _mlm_rule(input_ids, u, random_ids, mask_token_id, special_ids)
+    inputs, labels = mlm_rule(input_ids, u, random_ids, mask_token_id=mask_token_id, special_ids=special_ids)
+    return torch.stack([inputs, labels])  # (2, B, T)
 
 
 def _mlm_cases(g: torch.Generator) -> list[Case]:
@@ -85,26 +87,26 @@ MLM = Exercise(
     make_cases=_mlm_cases,
     mistakes=(
         Mistake(
-            lambda *a: _mlm_rule(*a, skip_specials=False),
+            lambda *a: _mlm_variant(*a, skip_specials=False),
             "special tokens ([CLS], [SEP], padding) are picked too; they are never masked or scored: "
             "drop them with ~torch.isin(input_ids, special_ids) before anything else.",
         ),
         Mistake(
-            lambda *a: _mlm_rule(*a, mask_share=1.0, random_share=0.0),
+            lambda *a: _mlm_variant(*a, mask_share=1.0, random_share=0.0),
             "every picked token becomes [MASK]; only 80% do (u < 0.12), 10% get a random id "
             "(0.12 <= u < 0.135) and 10% stay as they are, so the model must predict real tokens too.",
         ),
         Mistake(
-            lambda *a: _mlm_rule(*a, score_all=True),
+            lambda *a: _mlm_variant(*a, score_all=True),
             "every position has a label; only the picked ones are scored, the others get -100.",
         ),
         Mistake(
-            lambda *a: _mlm_rule(*a, label_inputs=True),
+            lambda *a: _mlm_variant(*a, label_inputs=True),
             "the labels hold the corrupted inputs ([MASK], random ids); they must hold the original "
             "token, the one the model has to recover.",
         ),
         Mistake(
-            lambda *a: _mlm_rule(*a, mask_share=0.1, random_share=0.1),
+            lambda *a: _mlm_variant(*a, mask_share=0.1, random_share=0.1),
             "the shares are the wrong way round (10% [MASK], 80% unchanged): [MASK] takes the lowest "
             "80% of the picked band (u < 0.12), a random id the next 10%, and only the top 10% stay.",
         ),
@@ -221,7 +223,7 @@ def _span_cases(g: torch.Generator) -> list[Case]:
 
 
 def _span_reference(tokens: torch.Tensor, noise: torch.Tensor, sentinel_start_id: int) -> torch.Tensor:
-    return _replace_runs(tokens, noise, sentinel_start_id)  # what span_corruption builds its input with
+    return replace_spans_with_sentinels(tokens, noise, sentinel_start_id)  # span_corruption's input
 
 
 def _sentinels_counting_up(tokens, noise, sentinel_start_id):
@@ -254,7 +256,7 @@ SPANS = Exercise(
             "one sentinel. Find the first token of each run: noise & ~(the previous token is noise).",
         ),
         Mistake(
-            lambda tokens, noise, s: _replace_runs(tokens, noise, s - 1),
+            lambda tokens, noise, s: replace_spans_with_sentinels(tokens, noise, s - 1),
             "off by one: the first span gets sentinel_start_id itself (<extra_id_0>), the second "
             "sentinel_start_id - 1.",
         ),
@@ -264,7 +266,7 @@ SPANS = Exercise(
             "one sentinel (so the input gets shorter) and number the spans: sentinel_start_id - k.",
         ),
         Mistake(
-            lambda tokens, noise, s: _replace_runs(tokens, ~noise, s),
+            lambda tokens, noise, s: replace_spans_with_sentinels(tokens, ~noise, s),
             "that is the decoder *target* (the clean tokens replaced); the encoder input keeps the "
             "clean tokens and replaces the hidden spans (noise = True).",
         ),

@@ -2,8 +2,7 @@
 
 The references are :func:`attn_edu.interp.previous_token_score`, :func:`attn_edu.interp.induction_score`,
 :func:`attn_edu.interp.gate_heads` (a head's output zeroed before ``W^O``, what
-:func:`~attn_edu.interp.head_ablation` does) and, for the pruning schedule, a stable sort of the
-importance scores written out below. Cases use causal attention patterns from
+:func:`~attn_edu.interp.head_ablation` does) and :func:`attn_edu.interp.pruning_masks`. Cases use causal attention patterns from
 :func:`attn_edu.attention.attention_weights`, some with planted previous-token or induction stripes,
 odd head counts, sizes that are not powers of two and, for the previous-token score, a KV cache
 (``S > T``). The known-wrong versions are the slips these ideas invite: the diagonal instead of the
@@ -331,25 +330,14 @@ def _pruning_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _masks_in_order(importance: torch.Tensor, order: torch.Tensor, *, first_row: bool = True) -> torch.Tensor:
-    L, H = importance.shape
-    masks = torch.ones(L * H + 1, L * H)  # (L·H + 1, L·H): row k has k heads removed
-    for k in range(1, L * H + 1):
-        masks[k:, order[k - 1]] = 0.0
-    masks = masks.reshape(L * H + 1, L, H)  # (L·H + 1, L, H)
-    return masks if first_row else masks[1:]
-
-
-def _pruning_reference(importance: torch.Tensor) -> torch.Tensor:
-    # The least important head first; ties keep (layer, head) order, so the schedule is reproducible.
-    order = torch.argsort(importance.flatten(), stable=True)  # (L·H,) flat index = layer·H + head
-    return _masks_in_order(importance, order)
+def _in_order(importance: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    return interp.head_masks_in_order(order, *importance.shape)  # (L·H + 1, L, H)
 
 
 def _column_major(importance: torch.Tensor) -> torch.Tensor:
     L, H = importance.shape
     by_head = torch.argsort(importance.T.flatten(), stable=True)  # flat index = head·L + layer
-    return _masks_in_order(importance, (by_head % L) * H + by_head // L)
+    return _in_order(importance, (by_head % L) * H + by_head // L)
 
 
 PRUNING = Exercise(
@@ -357,23 +345,21 @@ PRUNING = Exercise(
     title="head masks that remove heads one by one, least important first",
     function_name="pruning_masks",
     arg_names=("importance",),
-    reference=_pruning_reference,
+    reference=lambda importance: interp.pruning_masks(importance),
     make_cases=_pruning_cases,
     mistakes=(
         Mistake(
-            lambda importance: _masks_in_order(importance, torch.argsort(-importance.flatten(), stable=True)),
+            lambda importance: _in_order(importance, torch.argsort(-importance.flatten(), stable=True)),
             "the most important heads are removed first; a pruning schedule removes the head whose "
             "loss (importance) is smallest first: sort in increasing order.",
         ),
         Mistake(
-            lambda importance: _masks_in_order(
-                importance, torch.argsort(importance.abs().flatten(), stable=True)
-            ),
+            lambda importance: _in_order(importance, torch.argsort(importance.abs().flatten(), stable=True)),
             "the order uses |importance|: a negative importance means the model does better without "
             "that head, so it should go first, not after the heads near zero.",
         ),
         Mistake(
-            lambda importance: _pruning_reference(importance)[1:],
+            lambda importance: interp.pruning_masks(importance)[1:],
             "the first mask (no head removed, all ones) is missing: the schedule has L*H + 1 rows, "
             "from the full model to no heads at all.",
         ),

@@ -99,11 +99,6 @@ def _alibi_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _alibi_reference(slopes: torch.Tensor, T: int, S: int) -> torch.Tensor:
-    distance = positional.relative_positions(T, S).abs().float()  # (T, S)
-    return 0.0 - slopes[:, None, None] * distance  # (H, T, S)
-
-
 def _alibi_with(slopes: torch.Tensor, distance: torch.Tensor) -> torch.Tensor:
     return 0.0 - slopes[:, None, None] * distance.float()  # (H, T, S)
 
@@ -117,7 +112,7 @@ ALIBI = Exercise(
     title="ALiBi's score bias -slope_h · |query position - key position|, bottom-right aligned",
     function_name="alibi_bias",
     arg_names=("slopes", "T", "S"),
-    reference=_alibi_reference,
+    reference=lambda slopes, T, S: positional.alibi_bias_from_slopes(slopes, T, S),
     make_cases=_alibi_cases,
     mistakes=(
         Mistake(

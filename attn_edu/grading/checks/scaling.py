@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from attn_edu.attention import attention_weights, masked_softmax
+from attn_edu.attention import attention_entropy, attention_weights, masked_softmax
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.masks import causal_mask
 from attn_edu.multihead import split_heads
@@ -192,24 +192,20 @@ def _entropy_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _entropy_reference(weights: torch.Tensor) -> torch.Tensor:
-    return torch.special.entr(weights).sum(dim=-1)  # (..., T): -Σ p log p with 0·log 0 = 0
-
-
 ENTROPY = Exercise(
     exercise_id="03.3",
     title="the entropy -Σ_s p_s log p_s (nats) of each row of attention weights",
     function_name="attention_entropy",
     arg_names=("weights",),
-    reference=_entropy_reference,
+    reference=lambda weights: attention_entropy(weights),
     make_cases=_entropy_cases,
     mistakes=(
         Mistake(
-            lambda w: _entropy_reference(w) / math.log(2),
+            lambda w: attention_entropy(w) / math.log(2),
             "that is the entropy in bits (log base 2); use the natural log (nats): torch.log.",
         ),
         Mistake(
-            lambda w: -_entropy_reference(w),
+            lambda w: -attention_entropy(w),
             "the sign is flipped: entropy is -Σ p log p, which is >= 0 because log p <= 0.",
         ),
         Mistake(
@@ -221,7 +217,7 @@ ENTROPY = Exercise(
             "that is the mean of -p log p over the keys; the entropy is their sum over dim=-1.",
         ),
         Mistake(
-            lambda w: _entropy_reference(w) / math.log(w.shape[-1]),
+            lambda w: attention_entropy(w) / math.log(w.shape[-1]),
             "the entropy is divided by log S (normalised); return it in nats, without dividing.",
         ),
     ),
