@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # GPU check of the Triton FlashAttention kernel (attn_edu/kernels/triton_flash.py), in one go:
 #   1. environment: GPU name, torch, CUDA and triton versions
-#   2. correctness: outputs and gradients against the reference, float16/bfloat16/float32,
-#      causal and not, odd lengths, T != S, grouped heads  (python -m attn_edu.bench flash --check)
+#   2. correctness: the kernel tests, compiled for the GPU (pytest tests/test_triton_flash.py -m triton):
+#      outputs and gradients against float64 references, float16/bfloat16/float32, causal and not,
+#      odd lengths, T != S, grouped heads, one-token decoding, the teaching kernels and the fast path
 #   3. benchmark: forward/backward TFLOP/s against PyTorch's FlashAttention and the naive reference
 #
 # Usage:   ./gpu_check.sh OUTDIR
-# Needs:   python3 with torch (CUDA) and triton already installed; installs nothing.
-# Writes:  OUTDIR/{env.txt, check.txt, check.json, bench.txt, bench.json, bench.png}
+# Needs:   python3 with torch (CUDA), triton and pytest already installed; installs nothing.
+# Writes:  OUTDIR/{env.txt, check.txt, check.xml, bench.txt, bench.json, bench.png}
+#          (check.xml: the tests' JUnit XML summary, one <testcase> per test)
 # Dry run without a GPU: GPU_CHECK_ALLOW_CPU=1 ./gpu_check.sh OUTDIR (Triton's interpreter, tiny sizes).
-# Runtime: under 8 minutes (each stage has its own time limit; the benchmark also stops starting
-#          new timings after BENCH_BUDGET_S seconds and keeps what it measured).
+# Runtime: at most 8 minutes (each stage has its own time limit; the benchmark also stops starting
+#          new timings after BENCH_BUDGET_S seconds and keeps what it measured). On a GPU with
+#          pytest-xdist installed the kernel tests run in 4 processes.
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -29,9 +32,9 @@ export PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET  # compile for the GPU, never the CPU interpreter
 
 ENV_TIMEOUT_S=60
-CHECK_TIMEOUT_S=170
-BENCH_TIMEOUT_S=220
-BENCH_BUDGET_S=170
+CHECK_TIMEOUT_S=240  # compiling every tested kernel variant takes most of it
+BENCH_TIMEOUT_S=180
+BENCH_BUDGET_S=130
 
 failed=()
 
@@ -63,13 +66,21 @@ print("gpu", torch.cuda.get_device_name(0), "| capability", torch.cuda.get_devic
 EOF
 '
 
-if [[ ${#failed[@]} -ne 0 && "${GPU_CHECK_ALLOW_CPU:-0}" != "1" ]]; then
+check_cmd=(python3 -m pytest -q -rs tests/test_triton_flash.py -m triton --junitxml "$OUT/check.xml")
+if [[ ${#failed[@]} -eq 0 ]]; then
+    # With pytest-xdist, 4 processes compile the tested kernel variants side by side.
+    if python3 -c "import xdist" 2>/dev/null; then
+        check_cmd+=(-n 4)
+    fi
+elif [[ "${GPU_CHECK_ALLOW_CPU:-0}" == "1" ]]; then
+    # Dry run: without a GPU to compile for, the kernel tests need Triton's interpreter (else they skip).
+    check_cmd=(env TRITON_INTERPRET=1 "${check_cmd[@]}")
+else
     echo "gpu_check: no usable GPU (see $OUT/env.txt); stopping before the kernel stages"
     exit 1
 fi
 
-stage "correctness" "$CHECK_TIMEOUT_S" "$OUT/check.txt" \
-    python3 -m attn_edu.bench flash --check --json "$OUT/check.json"
+stage "correctness" "$CHECK_TIMEOUT_S" "$OUT/check.txt" "${check_cmd[@]}"
 
 stage "benchmark" "$BENCH_TIMEOUT_S" "$OUT/bench.txt" \
     python3 -m attn_edu.bench flash --json "$OUT/bench.json" --plot "$OUT/bench.png" --budget-s "$BENCH_BUDGET_S"

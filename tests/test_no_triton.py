@@ -77,6 +77,11 @@ try:
 except ImportError as err:
     result["kernel import"] = type(err).__name__
     result["message"] = str(err)
+try:
+    import attn_edu.kernels.triton_flash_fast
+    result["fast kernel import"] = "imported"
+except ImportError as err:
+    result["fast kernel import"] = type(err).__name__
 
 # The PyTorch twin of the kernel, which the notebooks fall back on, still works.
 from attn_edu.flash import tiled_attention
@@ -98,6 +103,7 @@ print(json.dumps(result))
     assert found["import triton"] == "ModuleNotFoundError"
     assert found["available"] is False
     assert found["kernel import"] == "TritonNotInstalledError"
+    assert found["fast kernel import"] == "TritonNotInstalledError"
     assert 'pip install "attn-edu[triton]"' in found["message"]
     assert "attn_edu.flash.tiled_attention" in found["message"]
     assert found["env"] != "OK"

@@ -9,6 +9,11 @@ would leak into every test file that imports Triton later. So this process never
 started with ``TRITON_INTERPRET=1``, and their in-process copies are skipped. To run them directly:
 ``TRITON_INTERPRET=1 pytest tests/test_triton_flash.py -m triton``.
 
+This file is the kernels' one correctness harness: ``gpu_check.sh`` runs its ``triton`` tests compiled
+on a GPU (``pytest tests/test_triton_flash.py -m triton``), and the benchmark in ``attn_edu/bench``
+only times. Both kernels are covered: the teaching one (:mod:`attn_edu.kernels.triton_flash`) and the
+fast path (:mod:`attn_edu.kernels.triton_flash_fast`).
+
 Tolerances: float32 outputs 1e-5 and gradients 1e-4, float16 2e-3, bfloat16 2e-2 (absolute and
 relative), against float64 peers computed from the same rounded inputs.
 """
@@ -49,10 +54,53 @@ kernel_test = pytest.mark.skipif(
 )
 
 
+# (B, H, H_kv, T, S, D) of the variant sweep: odd lengths, T != S both ways (T > S leaves causal rows
+# that see no key), batch > 1, grouped-query heads (H_kv = 1 and H_kv = H / 2), head dims that are not
+# powers of two, one-token decoding; default tiles. On a GPU the sizes span several tiles and reach
+# D = 128 (the 8-warp launch); in the interpreter (5-10 ms per tile pair) they stay small.
+VARIANT_SHAPES = (
+    [(2, 3, 3, 127, 129, 64), (1, 4, 2, 256, 256, 128), (2, 2, 1, 300, 100, 40), (1, 2, 2, 1, 77, 32)]
+    if ON_GPU
+    else [(2, 2, 1, 37, 53, 16), (1, 4, 2, 50, 20, 24), (1, 2, 2, 1, 77, 32)]
+)
+
+
+def _variant_cases() -> list:
+    """(kernel, dtype, shape): the teaching kernels on every shape in bfloat16 and on the first two in
+    float16 and float32; the fast path on the first shape. On a GPU the fast path runs in 16-bit only: its
+    autotuner compiles four configurations of every kernel it tries, and float32 ones (IEEE products,
+    no tensor cores) take about 20 s each to compile."""
+    cases = [("teaching", torch.bfloat16, shape) for shape in VARIANT_SHAPES]
+    cases += [
+        ("teaching", dtype, shape) for dtype in (torch.float16, torch.float32) for shape in VARIANT_SHAPES[:2]
+    ]
+    fast_dtypes = (
+        (torch.bfloat16, torch.float16) if ON_GPU else (torch.bfloat16, torch.float16, torch.float32)
+    )
+    cases += [("fast", dtype, VARIANT_SHAPES[0]) for dtype in fast_dtypes]
+    return [
+        pytest.param(
+            kernel,
+            dtype,
+            shape,
+            id=f"{kernel}-{str(dtype).removeprefix('torch.')}-" + "B{}-H{}-Hkv{}-T{}-S{}-D{}".format(*shape),
+        )
+        for kernel, dtype, shape in cases
+    ]
+
+
 @pytest.fixture(scope="module")
-def tf():
-    """The kernel module, imported only in a process that can run it."""
+def triton_flash():
+    """The teaching kernels' module, imported only in a process that can run it."""
     import attn_edu.kernels.triton_flash as module
+
+    return module
+
+
+@pytest.fixture(scope="module")
+def triton_flash_fast():
+    """The fast path's module (autotuned, exp2), imported only in a process that can run it."""
+    import attn_edu.kernels.triton_flash_fast as module
 
     return module
 
@@ -85,6 +133,13 @@ def _torch_sdpa_float64(q, k, v, is_causal: bool = False, scale: float | None = 
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask, scale=scale)
 
 
+def _reference_float64(q, k, v, is_causal: bool = False):
+    """The course reference in float64 (bottom-right causal, zeros for a query that sees no key)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, S, D)
+    return scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=is_causal)
+
+
 def _assert_all_close(got, expected, dtype):
     out_tol, grad_tol = TOLERANCES[dtype]
     for name, a, b in zip(("out", "dq", "dk", "dv"), got, expected):
@@ -102,21 +157,21 @@ def _assert_all_close(got, expected, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T, S, D", [(37, 53, 16), (45, 45, 24)], ids=["T37-S53-D16", "T45-S45-D24"])
-def test_matches_torch_sdpa(tf, dtype, is_causal, T, S, D):
+def test_matches_torch_sdpa(triton_flash, dtype, is_causal, T, S, D):
     # Lengths that are not multiples of the tiles, T != S, and a head dim padded from 24 to 32.
     q, k, v, grad_out = _inputs(1, 2, 2, T, S, D, dtype)
-    got = _run(tf.flash_attention, q, k, v, grad_out, is_causal=is_causal, **BLOCKS)
+    got = _run(triton_flash.flash_attention, q, k, v, grad_out, is_causal=is_causal, **BLOCKS)
     expected = _run(_torch_sdpa_float64, q, k, v, grad_out.double(), is_causal=is_causal)
     _assert_all_close(got, expected, dtype)
 
 
 @kernel_test
 @pytest.mark.triton
-def test_bfloat16_matches_torch_sdpa(tf):
+def test_bfloat16_matches_torch_sdpa(triton_flash):
     # The interpreter multiplies bfloat16 tiles wrongly (triton #11584); the wrapper computes them
     # in float32 there. On a GPU this runs the real bfloat16 kernel.
     q, k, v, grad_out = _inputs(1, 2, 2, 37, 53, 16, torch.bfloat16)
-    got = _run(tf.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
+    got = _run(triton_flash.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
     expected = _run(_torch_sdpa_float64, q, k, v, grad_out.double(), is_causal=True)
     assert got[0].dtype == torch.bfloat16 and got[1].dtype == torch.bfloat16
     _assert_all_close(got, expected, torch.bfloat16)
@@ -124,9 +179,9 @@ def test_bfloat16_matches_torch_sdpa(tf):
 
 @kernel_test
 @pytest.mark.triton
-def test_grouped_query_heads_match_torch_sdpa(tf):
+def test_grouped_query_heads_match_torch_sdpa(triton_flash):
     q, k, v, grad_out = _inputs(1, 4, 2, 33, 40, 16)  # H = 4 query heads share H_kv = 2
-    got = _run(tf.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
+    got = _run(triton_flash.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
     expected = _run(_torch_sdpa_float64, q, k, v, grad_out.double(), is_causal=True)
     assert got[2].shape == k.shape
     _assert_all_close(got, expected, torch.float32)
@@ -134,11 +189,11 @@ def test_grouped_query_heads_match_torch_sdpa(tf):
 
 @kernel_test
 @pytest.mark.triton
-def test_non_contiguous_inputs_and_custom_scale(tf):
+def test_non_contiguous_inputs_and_custom_scale(triton_flash):
     # (B, T, H, D) tensors viewed as (B, H, T, D): the kernels follow the strides, no copy needed.
     q, k, v, grad_out = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in _inputs(1, 2, 2, 30, 30, 16))
     assert not q.is_contiguous()
-    got = _run(tf.flash_attention, q, k, v, grad_out, scale=0.3, **BLOCKS)
+    got = _run(triton_flash.flash_attention, q, k, v, grad_out, scale=0.3, **BLOCKS)
     expected = _run(_torch_sdpa_float64, q, k, v, grad_out.double(), scale=0.3)
     _assert_all_close(got, expected, torch.float32)
 
@@ -146,11 +201,18 @@ def test_non_contiguous_inputs_and_custom_scale(tf):
 @kernel_test
 @pytest.mark.triton
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
-def test_fast_path_matches_torch_sdpa(tf, is_causal):
-    q, k, v, grad_out = _inputs(1, 2, 2, 37, 53, 16)
-    got = _run(tf.flash_attention_fast, q, k, v, grad_out, is_causal=is_causal)
-    expected = _run(_torch_sdpa_float64, q, k, v, grad_out.double(), is_causal=is_causal)
-    _assert_all_close(got, expected, torch.float32)
+@pytest.mark.parametrize("kernel, dtype, shape", _variant_cases())
+def test_kernel_variants_match_the_reference(
+    triton_flash, triton_flash_fast, kernel, dtype, shape, is_causal
+):
+    # Default tiles (no block_m/block_n), as callers use them; the fast path's come from its autotuner.
+    fn = triton_flash.flash_attention if kernel == "teaching" else triton_flash_fast.flash_attention_fast
+    q, k, v, grad_out = _inputs(*shape, dtype=dtype)
+    got = _run(fn, q, k, v, grad_out, is_causal=is_causal)
+    q64, k64, v64, grad_out64 = (x.double() for x in (q, k, v, grad_out))  # gradients kept in float64
+    expected = _run(_reference_float64, q64, k64, v64, grad_out64, is_causal=is_causal)
+    assert all(g.dtype == dtype for g in got) and got[2].shape == k.shape
+    _assert_all_close(got, expected, dtype)
 
 
 # --- conventions ------------------------------------------------------------------------------
@@ -158,9 +220,9 @@ def test_fast_path_matches_torch_sdpa(tf, is_causal):
 
 @kernel_test
 @pytest.mark.triton
-def test_causal_is_bottom_right_unlike_torch_is_causal(tf):
+def test_causal_is_bottom_right_unlike_torch_is_causal(triton_flash):
     q, k, v, _ = _inputs(1, 2, 2, 16, 40, 16)  # 16 new queries after 24 cached keys
-    out = tf.flash_attention(q, k, v, is_causal=True, **BLOCKS)
+    out = triton_flash.flash_attention(q, k, v, is_causal=True, **BLOCKS)
     torch.testing.assert_close(
         out.double(), _torch_sdpa_float64(q, k, v, is_causal=True), atol=1e-5, rtol=1e-5
     )
@@ -170,10 +232,10 @@ def test_causal_is_bottom_right_unlike_torch_is_causal(tf):
 
 @kernel_test
 @pytest.mark.triton
-def test_query_with_no_visible_key_gets_zeros_and_zero_gradient(tf):
+def test_query_with_no_visible_key_gets_zeros_and_zero_gradient(triton_flash):
     # Causal with T = 40 > S = 24: queries 0..15 sit before the first key and see nothing.
     q, k, v, grad_out = _inputs(1, 2, 2, 40, 24, 16)
-    got = _run(tf.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
+    got = _run(triton_flash.flash_attention, q, k, v, grad_out, is_causal=True, **BLOCKS)
     out, dq = got[0], got[1]
     assert torch.equal(out[:, :, :16], torch.zeros_like(out[:, :, :16]))
     assert torch.equal(dq[:, :, :16], torch.zeros_like(dq[:, :, :16]))
@@ -185,9 +247,9 @@ def test_query_with_no_visible_key_gets_zeros_and_zero_gradient(tf):
 
 @kernel_test
 @pytest.mark.triton
-def test_lse_is_logsumexp_of_the_visible_scores(tf):
+def test_lse_is_logsumexp_of_the_visible_scores(triton_flash):
     q, k, v, _ = _inputs(1, 2, 2, 40, 24, 16)
-    _, lse = tf.flash_attention_forward(q, k, v, is_causal=True, **BLOCKS)
+    _, lse = triton_flash.flash_attention_forward(q, k, v, is_causal=True, **BLOCKS)
     scores = (q.double() @ k.double().transpose(-2, -1)) / 16**0.5  # (B, H, T, S)
     scores = scores.masked_fill(~causal_mask(40, 24, device=q.device), float("-inf"))
     expected = torch.logsumexp(scores, dim=-1)  # -inf for the rows that see no key
@@ -197,10 +259,13 @@ def test_lse_is_logsumexp_of_the_visible_scores(tf):
 
 @kernel_test
 @pytest.mark.triton
-def test_docstring_example_with_default_tiles(tf):
+@pytest.mark.parametrize("module_fixture, name", [("triton_flash", "flash_attention"),
+                                                  ("triton_flash_fast", "flash_attention_fast")])  # fmt: skip
+def test_docstring_example_with_default_tiles(request, module_fixture, name):
     # The example is marked +SKIP for plain doctest runs (no GPU, no interpreter); run it here.
-    text = tf.flash_attention.__doc__.replace("# doctest: +SKIP", "")
-    parsed = doctest.DocTestParser().get_doctest(text, dict(vars(tf)), "flash_attention", None, 0)
+    module = request.getfixturevalue(module_fixture)
+    text = getattr(module, name).__doc__.replace("# doctest: +SKIP", "")
+    parsed = doctest.DocTestParser().get_doctest(text, dict(vars(module)), name, None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(parsed, out=lambda s: None)
     assert parsed.examples and runner.failures == 0, f"{runner.failures} example(s) failed"
@@ -226,29 +291,44 @@ def test_docstring_example_with_default_tiles(tf):
          r"mask: this kernel supports only is_causal"),
     ],
 )  # fmt: skip
-def test_bad_input_names_the_argument(tf, q_shape, k_shape, v_shape, kwargs, match):
+def test_bad_input_names_the_argument(triton_flash, q_shape, k_shape, v_shape, kwargs, match):
     q, k, v = (torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, v_shape))
     with pytest.raises(ValueError, match=match):
-        tf.flash_attention(q, k, v, **kwargs)
+        triton_flash.flash_attention(q, k, v, **kwargs)
 
 
 @kernel_test
 @pytest.mark.triton
-def test_unsupported_dtype_is_refused(tf):
+@pytest.mark.parametrize(
+    "k_shape, kwargs, match",
+    [
+        ((1, 3, 9, 16), {}, r"H_kv key/value heads dividing H=2"),
+        ((1, 2, 9, 16), {"mask": torch.ones(5, 9, dtype=torch.bool)}, r"mask: this kernel supports only is_causal"),
+    ],
+)  # fmt: skip
+def test_fast_path_checks_its_input_the_same_way(triton_flash_fast, k_shape, kwargs, match):
+    q, k = torch.randn(1, 2, 5, 16, device=DEVICE), torch.randn(k_shape, device=DEVICE)
+    with pytest.raises(ValueError, match=match):
+        triton_flash_fast.flash_attention_fast(q, k, k, **kwargs)
+
+
+@kernel_test
+@pytest.mark.triton
+def test_unsupported_dtype_is_refused(triton_flash):
     q = torch.randn(1, 1, 4, 16, dtype=torch.float64, device=DEVICE)
     with pytest.raises(
         ValueError, match=r"q: expected dtype float16, bfloat16 or float32, got torch.float64"
     ):
-        tf.flash_attention(q, q, q)
+        triton_flash.flash_attention(q, q, q)
 
 
 @kernel_test
 @pytest.mark.triton
-def test_cpu_tensors_without_the_interpreter_are_explained(tf, monkeypatch):
-    monkeypatch.setattr(tf, "INTERPRETING", False)
+def test_cpu_tensors_without_the_interpreter_are_explained(triton_flash, monkeypatch):
+    monkeypatch.setattr(triton_flash, "INTERPRETING", False)
     q = torch.randn(1, 1, 4, 16)
     with pytest.raises(ValueError, match=r"TRITON_INTERPRET=1 before importing"):
-        tf.flash_attention(q, q, q)
+        triton_flash.flash_attention(q, q, q)
 
 
 # --- the child process, and life without Triton -------------------------------------------------
@@ -286,7 +366,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 def test_importing_the_package_never_imports_triton():
     code = (
-        "import sys, attn_edu, attn_edu.kernels, attn_edu.bench.flash\n"
+        "import sys, attn_edu, attn_edu.kernels, attn_edu.bench.flash, attn_edu.bench.timing\n"
         "attn_edu.kernels.triton_available()\n"
         "print('triton' in sys.modules)"
     )

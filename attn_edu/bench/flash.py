@@ -1,12 +1,11 @@
 """Benchmark the Triton FlashAttention kernel against PyTorch's FlashAttention and the naive reference.
 
     python -m attn_edu.bench flash [--json FILE] [--plot FILE] [--quick] [--budget-s SECONDS]
-    python -m attn_edu.bench flash --check [--json FILE]       # correctness sweep only
 
 On a GPU it times, forward and backward, in bfloat16:
 
 - ``triton``: :func:`attn_edu.kernels.triton_flash.flash_attention` (the teaching kernels),
-- ``triton_fast``: :func:`~attn_edu.kernels.triton_flash.flash_attention_fast` (autotuned forward),
+- ``triton_fast``: :func:`~attn_edu.kernels.triton_flash_fast.flash_attention_fast` (autotuned forward),
 - ``torch_flash``: :func:`torch.nn.functional.scaled_dot_product_attention` with the FlashAttention
   backend forced (``torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)``),
 - ``naive``: :func:`attn_edu.attention.scaled_dot_product_attention`, which builds the ``(T, S)``
@@ -18,8 +17,9 @@ FLOPs forward (halved when causal) and 2.5x that backward, the papers' conventio
 has ``T == S``, so PyTorch's top-left ``is_causal`` equals the course's bottom-right one.
 
 Without a GPU it runs the same kernels in Triton's interpreter on tiny sizes: those timings measure
-the interpreter (NumPy), not the kernel, and say so. ``--check`` compares the kernels' outputs and
-gradients with the reference for every dtype, causal and not, odd lengths and ``T != S``.
+the interpreter (NumPy), not the kernel, and say so. This module only times: whether the kernels are
+right is for ``tests/test_triton_flash.py`` (``pytest tests/test_triton_flash.py -m triton``, which
+``gpu_check.sh`` runs before this benchmark).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from attn_edu.attention import scaled_dot_product_attention as reference_attention
+from attn_edu.bench.timing import best_time
 
 TOKENS = 16 * 1024  # B · N: the batch shrinks as the sequence grows
 HIDDEN = 2048  # H · D
@@ -83,12 +84,18 @@ def _torch_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bo
 
 
 def providers(kernels: Any, on_gpu: bool) -> dict[str, Callable[..., torch.Tensor]]:
-    """Name -> ``fn(q, k, v, is_causal)``, in the order they are timed."""
+    """Name -> ``fn(q, k, v, is_causal)``, in the order they are timed.
+
+    ``kernels`` is :mod:`attn_edu.kernels.triton_flash` as :func:`load_kernels` returns it; the fast
+    path, :mod:`attn_edu.kernels.triton_flash_fast`, is imported here, after it (same Triton mode).
+    """
+    from attn_edu.kernels.triton_flash_fast import flash_attention_fast
+
     return {
         "triton": lambda q, k, v, c: kernels.flash_attention(q, k, v, is_causal=c),
         # PyTorch's FlashAttention backend exists on CUDA only; on CPU its default SDPA stands in.
         ("torch_flash" if on_gpu else "torch_sdpa"): _torch_flash if on_gpu else _torch_sdpa,
-        "triton_fast": lambda q, k, v, c: kernels.flash_attention_fast(q, k, v, is_causal=c),
+        "triton_fast": lambda q, k, v, c: flash_attention_fast(q, k, v, is_causal=c),
         "naive": lambda q, k, v, c: reference_attention(q, k, v, is_causal=c),
     }
 
@@ -99,19 +106,19 @@ def providers(kernels: Any, on_gpu: bool) -> dict[str, Callable[..., torch.Tenso
 
 
 def time_ms(fn: Callable[[], Any], on_gpu: bool, quick: bool, grad_to_none: list | None = None) -> float:
-    """Median time of ``fn()`` in milliseconds (CUDA: triton's do_bench; CPU: a few wall-clock runs)."""
+    """Time of ``fn()`` in milliseconds.
+
+    CUDA: the median of triton's ``do_bench``, which synchronises the GPU and clears ``grad_to_none``'s
+    gradients between runs. CPU: :func:`attn_edu.bench.timing.best_time`, the fastest of a few
+    wall-clock runs after a warm-up.
+    """
     if on_gpu:
         from triton.testing import do_bench
 
         warmup, rep = (5, 20) if quick else (10, 50)
         return float(do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none, return_mode="median"))
     fn()  # warm-up: the interpreter rewrites each kernel on first use
-    times = []
-    for _ in range(1 if quick else 3):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
+    return best_time(fn, repeats=1 if quick else 3) * 1e3
 
 
 def naive_fits(B: int, H: int, N: int, device: torch.device) -> bool:
@@ -205,7 +212,7 @@ def run_benchmark(
         payload["note"] = "Triton interpreter on CPU: these timings measure the interpreter, not the kernel"
     start = time.perf_counter()
     contenders = providers(kernels, on_gpu)
-    print(_header())
+    print(format_header())
     for D in HEAD_DIMS:
         for is_causal in (False, True):
             for N in seq_lens:
@@ -231,19 +238,21 @@ def run_benchmark(
                         if on_gpu:
                             torch.cuda.empty_cache()
                     payload["results"].append(row)
-                    print(_format_row(row), flush=True)
+                    print(format_row(row), flush=True)
                     _write_json(json_path, payload)
     payload["elapsed_s"] = round(time.perf_counter() - start, 1)
     _write_json(json_path, payload)
     return payload
 
 
-def _header() -> str:
+def format_header() -> str:
+    """The column titles of :func:`format_row`'s table."""
     cols = f"{'provider':<12} {'D':>4} {'causal':>6} {'N':>6} {'B':>3} {'H':>3}"
     return f"{cols} {'fwd ms':>9} {'fwd TF/s':>9} {'bwd ms':>9} {'bwd TF/s':>9}"
 
 
-def _format_row(row: dict[str, Any]) -> str:
+def format_row(row: dict[str, Any]) -> str:
+    """One measured configuration as a line of the benchmark's table."""
     cols = (
         f"{row['provider']:<12} {row['D']:>4} {row['causal']!s:>6} {row['N']:>6} {row['B']:>3} {row['H']:>3}"
     )
@@ -295,98 +304,6 @@ def plot_results(payload: dict[str, Any], path: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Correctness sweep (run before timing anything)
-# ----------------------------------------------------------------------------------------------
-
-# (B, H, H_kv, T, S, D): odd lengths, T != S both ways (T > S leaves causal rows with no key),
-# grouped-query heads, a head dim that is not a power of two, one-token decoding.
-CHECK_SHAPES_GPU = [
-    (2, 3, 3, 127, 129, 64),
-    (1, 4, 2, 256, 256, 128),
-    (2, 2, 1, 300, 100, 40),
-    (1, 2, 2, 1, 77, 32),
-]
-CHECK_SHAPES_CPU = [(1, 2, 2, 37, 53, 16), (1, 2, 1, 50, 20, 24)]
-# Allowed |kernel - reference| <= atol + rtol·|reference|, as (atol, rtol), for outputs and for
-# gradients. 16-bit kernels round p and dS to 16 bits before their matrix products (as FlashAttention
-# does), and gradients sum T or S such products, hence the looser gradient bounds.
-CHECK_TOLERANCES = {
-    torch.float32: ((1e-5, 1e-5), (1e-4, 1e-4)),
-    torch.float16: ((3e-3, 3e-3), (1e-2, 1e-2)),
-    torch.bfloat16: ((2e-2, 2e-2), (5e-2, 5e-2)),
-}
-
-
-def check_cases(
-    kernels: Any, on_gpu: bool
-) -> list[tuple[str, Callable[..., torch.Tensor], torch.dtype, tuple]]:
-    """(name, function, dtype, shape) to check. Every shape in bfloat16 (the benchmark's dtype), the
-    first two in float16 and float32; the autotuned path on the first shape only, since each of its
-    configurations is compiled separately (compilation dominates the check's time on a GPU)."""
-    shapes = CHECK_SHAPES_GPU if on_gpu else CHECK_SHAPES_CPU
-    cases = [("triton", kernels.flash_attention, torch.bfloat16, s) for s in shapes]
-    for dtype in (torch.float16, torch.float32):
-        cases += [("triton", kernels.flash_attention, dtype, s) for s in shapes[:2]]
-    for dtype in (torch.bfloat16, torch.float16):
-        cases.append(("triton_fast", kernels.flash_attention_fast, dtype, shapes[0]))
-    return cases
-
-
-def _reference_with_grads(q, k, v, grad_out, is_causal):  # noqa: ANN001, ANN202
-    """The course reference in float64 (bottom-right causal, zeros for rows with no key)."""
-    group = q.shape[1] // k.shape[1]
-    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
-    out = reference_attention(
-        q64, k64.repeat_interleave(group, 1), v64.repeat_interleave(group, 1), is_causal=is_causal
-    )
-    out.backward(grad_out.double())
-    return out, q64.grad, k64.grad, v64.grad
-
-
-def check_one(fn: Callable[..., torch.Tensor], dtype: torch.dtype, shape: tuple, is_causal: bool,
-              device: torch.device, generator: torch.Generator) -> tuple[dict[str, float], bool]:  # fmt: skip
-    """Max |error| of out, dq, dk, dv against the reference, and whether all are within tolerance."""
-    B, H, H_kv, T, S, D = shape
-    (atol, rtol), (grad_atol, grad_rtol) = CHECK_TOLERANCES[dtype]
-    q = torch.randn(B, H, T, D, generator=generator).to(device, dtype).requires_grad_()
-    k = torch.randn(B, H_kv, S, D, generator=generator).to(device, dtype).requires_grad_()
-    v = torch.randn(B, H_kv, S, D, generator=generator).to(device, dtype).requires_grad_()
-    grad_out = torch.randn(B, H, T, D, generator=generator).to(device, dtype)  # (B, H, T, D)
-    out = fn(q, k, v, is_causal=is_causal)
-    out.backward(grad_out)
-    expected = _reference_with_grads(q, k, v, grad_out, is_causal)
-    errors, ok = {}, True
-    for label, got, want in zip(("out", "dq", "dk", "dv"), (out, q.grad, k.grad, v.grad), expected):
-        a, r = (atol, rtol) if label == "out" else (grad_atol, grad_rtol)
-        diff = (got.detach().double() - want.detach()).abs()
-        errors[label] = float(diff.max())
-        ok &= bool(torch.isfinite(got).all()) and bool((diff <= a + r * want.abs()).all())
-    return errors, ok
-
-
-def run_checks(kernels: Any, on_gpu: bool) -> dict[str, Any]:
-    """Outputs and gradients of both kernels against the reference; one row per case."""
-    device = torch.device("cuda" if on_gpu else "cpu")
-    rows, generator = [], torch.Generator(device="cpu").manual_seed(0)
-    for name, fn, dtype, shape in check_cases(kernels, on_gpu):
-        for is_causal in (False, True):
-            errors, ok = check_one(fn, dtype, shape, is_causal, device, generator)
-            dtype_name = str(dtype).removeprefix("torch.")
-            shape_text = "B{} H{} H_kv{} T{} S{} D{}".format(*shape)
-            rows.append({"provider": name, "dtype": dtype_name, "causal": is_causal, "shape": shape_text,
-                         "max_abs_error": errors, "ok": ok})  # fmt: skip
-            errs = " ".join(f"{label}={e:.1e}" for label, e in errors.items())
-            verdict = "ok  " if ok else "FAIL"
-            print(
-                f"{verdict} {name:<12} {dtype_name:<9} causal={is_causal!s:<5} {shape_text:<28} {errs}",
-                flush=True,
-            )
-    passed = all(r["ok"] for r in rows)
-    print(f"{sum(r['ok'] for r in rows)}/{len(rows)} cases within tolerance")
-    return {"environment": environment(on_gpu), "passed": passed, "cases": rows}
-
-
-# ----------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------
 
@@ -398,7 +315,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results to this JSON file")
     parser.add_argument("--plot", help="write a PNG plot of TFLOP/s against N to this file")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
-    parser.add_argument("--check", action="store_true", help="run the correctness sweep instead of timing")
     parser.add_argument("--budget-s", type=float, default=None, help="stop starting new timings after this")
     args = parser.parse_args(argv)
 
@@ -411,11 +327,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     env = environment(on_gpu)
     print(f"device: {env['device']} | torch {env['torch']} | triton {env['triton']}")
-
-    if args.check:
-        report = run_checks(kernels, on_gpu)
-        _write_json(args.json, report)
-        return 0 if report["passed"] else 1
 
     payload = run_benchmark(kernels, on_gpu, args.quick, args.budget_s, args.json)
     if args.json:

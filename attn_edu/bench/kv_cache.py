@@ -24,27 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attn_edu.bench.timing import best_time_and_result
+
 TARGET_N, TARGET_SPEEDUP = 1024, 10.0
 MODEL = dict(vocab_size=256, embed_dim=128, num_layers=4, num_heads=4, ffn_dim=512)
-
-
-def _best_time(fn: Callable[[], Any], *, repeats: int = 3, enough_s: float = 10.0) -> tuple[float, Any]:
-    """Fastest of up to ``repeats`` runs of ``fn`` (a busy machine only ever adds time); a run that
-    takes longer than ``enough_s`` is not repeated. Returns (seconds, the last result)."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        best = min(best, elapsed)
-        if elapsed > enough_s:
-            break
-    return best, result
 
 
 def run(new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: int = 0) -> dict[str, Any]:
@@ -75,8 +61,8 @@ def run(new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: 
         for n in new_tokens:
             seconds, outputs = {}, {}
             for use_cache in (True, False):
-                seconds[use_cache], outputs[use_cache] = _best_time(
-                    lambda c=use_cache, n=n: generate(model, prompt, n, use_cache=c)
+                seconds[use_cache], outputs[use_cache] = best_time_and_result(
+                    generate, model, prompt, n, use_cache=use_cache, repeats=3, slow_run_s=10.0
                 )
             results.append(
                 {

@@ -96,7 +96,7 @@ def _lifetime_peak_mib() -> float:
     return peak / MIB if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
-def _measure(impl: str, n: int, block: int, threads: int) -> dict:
+def measure(impl: str, n: int, block: int, threads: int) -> dict:
     """Run one attention call in this process and return its extra peak memory (see module docstring)."""
     import gc
     from functools import partial
@@ -153,7 +153,7 @@ def _measure(impl: str, n: int, block: int, threads: int) -> dict:
 
 def _worker(argv: list[str]) -> int:
     impl, n, block, threads = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
-    print(json.dumps(_measure(impl, n, block, threads)))
+    print(json.dumps(measure(impl, n, block, threads)))
     return 0
 
 
@@ -162,7 +162,8 @@ def _worker(argv: list[str]) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _run_in_subprocess(impl: str, n: int, block: int, threads: int) -> dict:
+def run_in_subprocess(impl: str, n: int, block: int, threads: int) -> dict:
+    """:func:`measure` in a fresh Python process, so one measurement's peak cannot hide another's."""
     package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this attn_edu
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
@@ -205,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'N':>6} {'naive MiB':>10} {'tiled MiB':>10} {'tiled/naive':>12} {'naive s':>8} {'tiled s':>8}")
     rows, method = [], None
     for n in args.sizes:
-        naive = _run_in_subprocess("naive", n, args.block, args.threads)
-        tiled = _run_in_subprocess("tiled", n, args.block, args.threads)
+        naive = run_in_subprocess("naive", n, args.block, args.threads)
+        tiled = run_in_subprocess("tiled", n, args.block, args.threads)
         method = naive["method"]
         ratio = tiled["extra_mib"] / naive["extra_mib"] if naive["extra_mib"] > 0 else float("nan")
         rows.append(

@@ -121,8 +121,8 @@ def memory_table(sizes: list[int], block: int, threads: int) -> dict[str, Any]:
     module = _import("memory")
     rows = []
     for n in sizes:
-        naive = module._run_in_subprocess("naive", n, block, threads)
-        tiled = module._run_in_subprocess("tiled", n, block, threads)
+        naive = module.run_in_subprocess("naive", n, block, threads)
+        tiled = module.run_in_subprocess("tiled", n, block, threads)
         rows.append(
             {
                 "N": n,

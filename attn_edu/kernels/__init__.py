@@ -6,7 +6,9 @@ the kernels still run, slowly, in Triton's interpreter: set ``TRITON_INTERPRET=1
 importing :mod:`attn_edu.kernels.triton_flash` and pass CPU tensors. On macOS (no Triton) read the
 kernel's PyTorch twin, :func:`attn_edu.flash.tiled_attention`: same loops, same variable names.
 
-This package imports neither Triton nor torch; only :mod:`attn_edu.kernels.triton_flash` does.
+Two modules, each imported only when asked for: :mod:`attn_edu.kernels.triton_flash` (the teaching
+kernels, forward and backward) and :mod:`attn_edu.kernels.triton_flash_fast` (an autotuned forward that
+reuses the teaching backward). This package itself imports neither Triton nor torch.
 
 Example:
     >>> import attn_edu.kernels

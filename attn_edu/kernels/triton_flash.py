@@ -38,9 +38,12 @@ interpreter runs each program in NumPy: correct, and slow (milliseconds per tile
 bfloat16 tiles wrongly (Triton issue #11584: ``tl.dot`` reads the raw bits), so when interpreting,
 bfloat16 inputs run through the kernels as float32 and the results are rounded back to bfloat16.
 
-A faster variant, :func:`flash_attention_fast`, sits at the end of the file (section 6): same
-algorithm, autotuned tile sizes, ``exp2`` instead of ``exp``, and masks only on the tiles that need
-them. Read the teaching kernels first.
+Section 3 names the forward kernel's bookkeeping (which tile is ours, masked tile loads and stores,
+causal block skipping) once; the backward kernels call those helpers, and so does the fast path,
+:func:`attn_edu.kernels.triton_flash_fast.flash_attention_fast` (same algorithm, autotuned tile
+sizes, ``exp2`` instead of ``exp``, masks only on the tiles that need them; it reuses the backward
+below). Read these teaching kernels first. The file is longer than the house limit of a few hundred
+lines on purpose: a kernel file reads best whole, forward and backward side by side.
 """
 
 from __future__ import annotations
@@ -180,7 +183,59 @@ def _flash_forward_kernel(
 
 
 # ----------------------------------------------------------------------------------------------
-# 3. Backward kernels (FlashAttention-2, Algorithm 2)
+# 3. The forward kernel's bookkeeping, named: shared by the backward kernels and the fast path
+# ----------------------------------------------------------------------------------------------
+# The forward kernel above spells each of these steps out, because it is the lesson (notebook 12
+# shows its source). The kernels below and attn_edu.kernels.triton_flash_fast call them by name.
+
+tile_allowed = _tile_allowed  # section 1's mask, under the name the fast path imports
+
+
+@triton.jit
+def program_tile(H, GROUP, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Which tile is ours, in a grid of (row block, batch·head) programs.
+
+    Returns ``pid_bh = b * H + h``; the batch ``b``, query head ``h`` and key/value head ``h_kv``
+    (int64: ``b * stride_b`` overflows int32 for big tensors); the first row of our block, its
+    ``BLOCK`` row indices, and the ``BLOCK_D`` head-dim indices (columns ``>= D`` are padding).
+    """
+    pid_bh = tl.program_id(1)
+    b = (pid_bh // H).to(tl.int64)
+    h = (pid_bh % H).to(tl.int64)
+    start = tl.program_id(0) * BLOCK
+    return pid_bh, b, h, h // GROUP, start, start + tl.arange(0, BLOCK), tl.arange(0, BLOCK_D)
+
+
+@triton.jit
+def load_tile(ptr, rows, dims, n_rows, D, stride_row, stride_d):
+    """Rows ``rows`` of an ``(n_rows, D)`` matrix as a tile; padding rows and columns read as 0."""
+    mask = (rows[:, None] < n_rows) & (dims[None, :] < D)
+    return tl.load(ptr + rows[:, None] * stride_row + dims[None, :] * stride_d, mask=mask, other=0.0)
+
+
+@triton.jit
+def store_tile(ptr, tile, rows, dims, n_rows, D, stride_row, stride_d):
+    """Write ``tile`` to rows ``rows`` of an ``(n_rows, D)`` matrix, in its dtype; padding is not written."""
+    mask = (rows[:, None] < n_rows) & (dims[None, :] < D)
+    ptrs = ptr + rows[:, None] * stride_row + dims[None, :] * stride_d
+    tl.store(ptrs, tile.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def causal_key_stop(q_start, T, S, BLOCK_M: tl.constexpr, IS_CAUSAL: tl.constexpr):
+    """End of the key blocks that the query block starting at ``q_start`` may see.
+
+    Causal block skipping: the block's last row sees keys up to ``S - T + q_start + BLOCK_M - 1``,
+    so key blocks from the returned index on lie entirely in the future.
+    """
+    key_stop = S
+    if IS_CAUSAL:
+        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
+    return key_stop
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. Backward kernels (FlashAttention-2, Algorithm 2)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -194,17 +249,11 @@ def _flash_backward_preprocess_kernel(
 ):  # fmt: skip
     """delta_i = rowsum(dO_i ∘ O_i) (line 4), which equals rowsum(P ∘ dP): the softmax backward's
     correction term, computed once per query instead of once per (query, key) tile."""
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // H).to(tl.int64)
-    h = (pid_bh % H).to(tl.int64)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, BLOCK_D)
-    mask = (rows[:, None] < T) & (dims[None, :] < D)
-    out_ptrs = OUT + b * stride_ob + h * stride_oh + rows[:, None] * stride_ot + dims[None, :] * stride_od
-    do_ptrs = DO + b * stride_dob + h * stride_doh + rows[:, None] * stride_dot + dims[None, :] * stride_dod
-    out_block = tl.load(out_ptrs, mask=mask, other=0.0).to(tl.float32)
-    do_block = tl.load(do_ptrs, mask=mask, other=0.0).to(tl.float32)
+    pid_bh, b, h, h_kv, q_start, rows, dims = program_tile(H, 1, BLOCK_M, BLOCK_D)
+    OUT += b * stride_ob + h * stride_oh
+    DO += b * stride_dob + h * stride_doh
+    out_block = load_tile(OUT, rows, dims, T, D, stride_ot, stride_od).to(tl.float32)
+    do_block = load_tile(DO, rows, dims, T, D, stride_dot, stride_dod).to(tl.float32)
     delta = tl.sum(out_block * do_block, axis=1)
     tl.store(DELTA + pid_bh.to(tl.int64) * T + rows, delta, mask=rows < T)
 
@@ -223,15 +272,7 @@ def _flash_backward_dkdv_kernel(
     DOT_PRECISION: tl.constexpr,
 ):  # fmt: skip
     # One program per key block j (Algorithm 2's outer loop, line 5, run in parallel).
-    pid_n = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // H).to(tl.int64)
-    h = (pid_bh % H).to(tl.int64)
-    h_kv = h // GROUP
-    k_start = pid_n * BLOCK_N
-    cols = k_start + tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, BLOCK_D)
-
+    pid_bh, b, h, h_kv, k_start, cols, dims = program_tile(H, GROUP, BLOCK_N, BLOCK_D)
     Q += b * stride_qb + h * stride_qh
     K += b * stride_kb + h_kv * stride_kh
     V += b * stride_vb + h_kv * stride_vh
@@ -242,9 +283,8 @@ def _flash_backward_dkdv_kernel(
     DELTA += pid_bh.to(tl.int64) * T
 
     # Load K_j, V_j once (line 6) and keep dK_j, dV_j in fast memory for the whole loop (line 7).
-    kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
-    k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
-    v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+    k_block = load_tile(K, cols, dims, S, D, stride_ks, stride_kd)
+    v_block = load_tile(V, cols, dims, S, D, stride_vs, stride_vd)
     dk_block = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv_block = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -256,11 +296,8 @@ def _flash_backward_dkdv_kernel(
 
     for q_start in range(first_q, T, BLOCK_M):  # inner loop over query blocks (line 8)
         rows = q_start + tl.arange(0, BLOCK_M)
-        q_mask = (rows[:, None] < T) & (dims[None, :] < D)
-        q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
-        do_block = tl.load(
-            DO + rows[:, None] * stride_dot + dims[None, :] * stride_dod, mask=q_mask, other=0.0
-        )
+        q_block = load_tile(Q, rows, dims, T, D, stride_qt, stride_qd)
+        do_block = load_tile(DO, rows, dims, T, D, stride_dot, stride_dod)
         lse = tl.load(LSE + rows, mask=rows < T, other=0.0)
         delta = tl.load(DELTA + rows, mask=rows < T, other=0.0)
         lse_safe = tl.where(lse == float("-inf"), 0.0, lse)  # no-key rows: p = exp(-inf - 0) = 0
@@ -280,11 +317,8 @@ def _flash_backward_dkdv_kernel(
         dk_block += tl.dot(tl.trans(ds.to(q_block.dtype)), q_block, input_precision=DOT_PRECISION)
 
     # Write dK_j, dV_j back (line 18).
-    dk_block = dk_block * scale
-    dk_ptrs = DK + cols[:, None] * stride_dks + dims[None, :] * stride_dkd
-    dv_ptrs = DV + cols[:, None] * stride_dks + dims[None, :] * stride_dkd
-    tl.store(dk_ptrs, dk_block.to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(dv_ptrs, dv_block.to(DV.dtype.element_ty), mask=kv_mask)
+    store_tile(DK, dk_block * scale, cols, dims, S, D, stride_dks, stride_dkd)
+    store_tile(DV, dv_block, cols, dims, S, D, stride_dks, stride_dkd)
 
 
 @triton.jit
@@ -302,38 +336,25 @@ def _flash_backward_dq_kernel(
 ):  # fmt: skip
     # One program per query block i: Algorithm 2's line 15 (dQ_i += dS_ij K_j), with the loops
     # swapped so that dQ_i stays in fast memory and no other program writes to it.
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // H).to(tl.int64)
-    h = (pid_bh % H).to(tl.int64)
-    h_kv = h // GROUP
-    q_start = pid_m * BLOCK_M
-    rows = q_start + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, BLOCK_D)
-
+    pid_bh, b, h, h_kv, q_start, rows, dims = program_tile(H, GROUP, BLOCK_M, BLOCK_D)
     Q += b * stride_qb + h * stride_qh
     K += b * stride_kb + h_kv * stride_kh
     V += b * stride_vb + h_kv * stride_vh
     DO += b * stride_dob + h * stride_doh
     DQ += b * stride_dqb + h * stride_dqh
 
-    q_mask = (rows[:, None] < T) & (dims[None, :] < D)
-    q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
-    do_block = tl.load(DO + rows[:, None] * stride_dot + dims[None, :] * stride_dod, mask=q_mask, other=0.0)
+    q_block = load_tile(Q, rows, dims, T, D, stride_qt, stride_qd)
+    do_block = load_tile(DO, rows, dims, T, D, stride_dot, stride_dod)
     lse = tl.load(LSE + pid_bh.to(tl.int64) * T + rows, mask=rows < T, other=0.0)
     delta = tl.load(DELTA + pid_bh.to(tl.int64) * T + rows, mask=rows < T, other=0.0)
     lse_safe = tl.where(lse == float("-inf"), 0.0, lse)
     dq_block = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    key_stop = S  # the same causal block skipping as the forward
-    if IS_CAUSAL:
-        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
-
+    key_stop = causal_key_stop(q_start, T, S, BLOCK_M, IS_CAUSAL)  # the forward's block skipping
     for k_start in range(0, key_stop, BLOCK_N):
         cols = k_start + tl.arange(0, BLOCK_N)
-        kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
-        k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        k_block = load_tile(K, cols, dims, S, D, stride_ks, stride_kd)
+        v_block = load_tile(V, cols, dims, S, D, stride_vs, stride_vd)
 
         # Recompute P_ij, then dS_ij, exactly as in the dK/dV kernel (lines 10-14).
         scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * scale
@@ -344,20 +365,22 @@ def _flash_backward_dq_kernel(
         # dQ_i += dS_ij K_j (line 15); `scale` is applied once, after the loop.
         dq_block += tl.dot(ds.to(k_block.dtype), k_block, input_precision=DOT_PRECISION)
 
-    dq_block = dq_block * scale
-    dq_ptrs = DQ + rows[:, None] * stride_dqt + dims[None, :] * stride_dqd
-    tl.store(dq_ptrs, dq_block.to(DQ.dtype.element_ty), mask=q_mask)
+    store_tile(DQ, dq_block * scale, rows, dims, T, D, stride_dqt, stride_dqd)
 
 
 # ----------------------------------------------------------------------------------------------
-# 4. Python side: checks, launch settings, kernel launches
+# 5. Python side: checks, launch settings, kernel launches
 # ----------------------------------------------------------------------------------------------
 
 
-def _check_inputs(
+def check_inputs(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None
 ) -> tuple[dict[str, int], float]:
-    """Validate q, k, v for the kernels; return the sizes (B, H, H_kv, T, S, D) and the scale."""
+    """Validate q, k, v for the kernels; return the sizes (B, H, H_kv, T, S, D) and the scale.
+
+    Shapes:
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; each error names the argument and the shape.
+    """
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_floating(name, x)
     check_same_dtype(q=q, k=k, v=v)
@@ -406,7 +429,7 @@ def _block_sizes(dtype: torch.dtype, block_m: int | None, block_n: int | None) -
     return block_m, block_n
 
 
-def _launch_options(q: torch.Tensor) -> dict:
+def launch_options(q: torch.Tensor) -> dict:
     """Compile-time settings shared by the kernels."""
     D = q.shape[-1]
     block_d = max(16, triton.next_power_of_2(D))
@@ -420,7 +443,7 @@ def _launch_options(q: torch.Tensor) -> dict:
     }
 
 
-def _as_kernel_dtype(*tensors: torch.Tensor) -> list[torch.Tensor]:
+def as_kernel_dtype(*tensors: torch.Tensor) -> list[torch.Tensor]:
     """bfloat16 -> float32 under the interpreter only (Triton issue #11584); no-op otherwise."""
     if INTERPRETING and tensors[0].dtype == torch.bfloat16:
         return [t.float() for t in tensors]
@@ -446,11 +469,11 @@ def flash_attention_forward(
         q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns out ``(B, H, T, D)`` (dtype of q)
         and lse ``(B, H, T)`` (float32).
     """
-    sizes, scale = _check_inputs(q, k, v, scale)
+    sizes, scale = check_inputs(q, k, v, scale)
     B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
     block_m, block_n = _block_sizes(q.dtype, block_m, block_n)
     dtype = q.dtype
-    q, k, v = _as_kernel_dtype(q, k, v)
+    q, k, v = as_kernel_dtype(q, k, v)
 
     out = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, T, D)
     lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
@@ -460,7 +483,7 @@ def flash_attention_forward(
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         H, H // H_kv, T, S, D, scale,
         IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n,
-        **_launch_options(q),
+        **launch_options(q),
     )  # fmt: skip
     return out.to(dtype), lse
 
@@ -487,16 +510,16 @@ def flash_attention_backward(
         q, out and grad_out ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, lse ``(B, H, T)``;
         returns dq, dk, dv with the shapes and dtype of q, k, v.
     """
-    sizes, scale = _check_inputs(q, k, v, scale)
+    sizes, scale = check_inputs(q, k, v, scale)
     B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
     check_shape("out", out, "B H T D", B=B, H=H, T=T, D=D)
     check_shape("grad_out", grad_out, "B H T D", B=B, H=H, T=T, D=D)
     check_shape("lse", lse, "B H T", B=B, H=H, T=T)
     block_m, block_n = _block_sizes(q.dtype, block_m, block_n)
     dtype, group = q.dtype, H // H_kv
-    q, k, v, out, grad_out = _as_kernel_dtype(q, k, v, out, grad_out.to(q.dtype))
+    q, k, v, out, grad_out = as_kernel_dtype(q, k, v, out, grad_out.to(q.dtype))
     lse = lse.float().contiguous()  # (B, H, T)
-    options = _launch_options(q)
+    options = launch_options(q)
 
     # Algorithm 2, line 4: delta = rowsum(dO ∘ O).
     delta = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
@@ -533,7 +556,7 @@ def flash_attention_backward(
 
 
 # ----------------------------------------------------------------------------------------------
-# 5. Autograd glue and the public function
+# 6. Autograd glue and the public function
 # ----------------------------------------------------------------------------------------------
 
 
@@ -557,7 +580,8 @@ class _FlashAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
-def _refuse_mask(mask: object) -> None:
+def refuse_mask(mask: object) -> None:
+    """Raise a ValueError naming ``mask`` unless it is None: the kernels support only ``is_causal``."""
     if mask is not None:
         raise ValueError(
             "mask: this kernel supports only is_causal (no boolean mask tensor); use "
@@ -601,195 +625,10 @@ def flash_attention(
         >>> torch.allclose(out, ref, atol=1e-5)  # doctest: +SKIP
         True
     """
-    _refuse_mask(mask)
-    _check_inputs(q, k, v, scale)  # fail here with a clear message, not inside autograd
+    refuse_mask(mask)
+    check_inputs(q, k, v, scale)  # fail here with a clear message, not inside autograd
     _block_sizes(q.dtype, block_m, block_n)
     return _FlashAttention.apply(q, k, v, bool(is_causal), scale, block_m, block_n)
-
-
-# ----------------------------------------------------------------------------------------------
-# 6. The fast path: same algorithm, tuned for speed (read sections 1-5 first)
-# ----------------------------------------------------------------------------------------------
-# Differences from the teaching forward kernel (the usual sources of speed; bench/flash.py measures them):
-# - exp2 instead of exp: the GPU's special-function unit computes 2^x natively, and
-#   exp(x) = 2^(x · log2 e), so the factor log2 e is folded into the score scale once.
-# - The key loop runs in two phases: tiles entirely visible to every query row skip the mask
-#   arithmetic; only the tiles that straddle the causal diagonal or the end of S pay for it.
-# - Tile sizes, warps and pipeline depth are autotuned per shape (triton.autotune times each
-#   config on the first call and caches the winner).
-# The backward reuses the teaching kernels (the forward stores the same natural-log lse).
-
-# log2(e): exp(x) == exp2(x * LOG2E). A tl.constexpr so that kernels may read it as a global.
-LOG2E = tl.constexpr(1.4426950408889634)
-
-if INTERPRETING:
-    # The interpreter cannot time configurations (no GPU): give the autotuner a single one.
-    _FAST_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=1)]
-else:
-    _FAST_CONFIGS = [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in [
-            (128, 64, 4, 3),
-            (128, 64, 8, 3),
-            (128, 128, 8, 3),
-            (64, 64, 4, 3),
-        ]
-    ]
-
-
-@triton.jit
-def _fast_attend_key_blocks(
-    acc, l_i, m_i, q_block, K, V, rows, dims,
-    stride_ks, stride_kd, stride_vs, stride_vd,
-    T, S, D, qk_scale, lo, hi,
-    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
-):  # fmt: skip
-    """Online softmax over key blocks ``lo .. hi``; ``m_i`` and the scores are in log2 units."""
-    for k_start in range(lo, hi, BLOCK_N):
-        cols = k_start + tl.arange(0, BLOCK_N)
-        kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
-        k_block = tl.load(K + cols[:, None] * stride_ks + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v_block = tl.load(V + cols[:, None] * stride_vs + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
-        scores = tl.dot(q_block, tl.trans(k_block), input_precision=DOT_PRECISION) * qk_scale
-        if MASKED:
-            scores = tl.where(_tile_allowed(rows, cols, T, S, IS_CAUSAL), scores, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(scores - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v_block.dtype), v_block, input_precision=DOT_PRECISION)
-        m_i = m_new
-    return acc, l_i, m_i
-
-
-@triton.autotune(configs=_FAST_CONFIGS, key=["T", "S", "BLOCK_D", "IS_CAUSAL"])
-@triton.jit
-def _flash_forward_fast_kernel(
-    Q, K, V, OUT, LSE,
-    stride_qb, stride_qh, stride_qt, stride_qd,
-    stride_kb, stride_kh, stride_ks, stride_kd,
-    stride_vb, stride_vh, stride_vs, stride_vd,
-    stride_ob, stride_oh, stride_ot, stride_od,
-    H, GROUP, T, S, D, scale,
-    IS_CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-):  # fmt: skip
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = (pid_bh // H).to(tl.int64)
-    h = (pid_bh % H).to(tl.int64)
-    h_kv = h // GROUP
-    q_start = pid_m * BLOCK_M
-    rows = q_start + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, BLOCK_D)
-    Q += b * stride_qb + h * stride_qh
-    K += b * stride_kb + h_kv * stride_kh
-    V += b * stride_vb + h_kv * stride_vh
-    OUT += b * stride_ob + h * stride_oh
-
-    q_mask = (rows[:, None] < T) & (dims[None, :] < D)
-    q_block = tl.load(Q + rows[:, None] * stride_qt + dims[None, :] * stride_qd, mask=q_mask, other=0.0)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    qk_scale = scale * LOG2E  # scores in log2 units, so that exp2 replaces exp
-
-    # Phase 1: key blocks every row of the tile sees in full (no mask needed). Causal: keys up to
-    # the first row's position S - T + q_start; always: only whole blocks before the end of S.
-    key_stop = S
-    unmasked_stop = S
-    if IS_CAUSAL:
-        key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
-        unmasked_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + 1))
-    unmasked_stop = unmasked_stop // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = _fast_attend_key_blocks(
-        acc, l_i, m_i, q_block, K, V, rows, dims, stride_ks, stride_kd, stride_vs, stride_vd,
-        T, S, D, qk_scale, 0, unmasked_stop,
-        MASKED=False, IS_CAUSAL=IS_CAUSAL, BLOCK_N=BLOCK_N, DOT_PRECISION=DOT_PRECISION,
-    )  # fmt: skip
-    # Phase 2: the blocks on the causal diagonal and the partial block at the end of S.
-    acc, l_i, m_i = _fast_attend_key_blocks(
-        acc, l_i, m_i, q_block, K, V, rows, dims, stride_ks, stride_kd, stride_vs, stride_vd,
-        T, S, D, qk_scale, unmasked_stop, key_stop,
-        MASKED=True, IS_CAUSAL=IS_CAUSAL, BLOCK_N=BLOCK_N, DOT_PRECISION=DOT_PRECISION,
-    )  # fmt: skip
-
-    has_key = l_i > 0
-    l_safe = tl.where(has_key, l_i, 1.0)
-    out = acc / l_safe[:, None]
-    # Back to natural log for the shared backward: lse = (m_i + log2 l_i) / log2(e).
-    lse = tl.where(has_key, (m_i + tl.log2(l_safe)) / LOG2E, float("-inf"))
-    out_ptrs = OUT + rows[:, None] * stride_ot + dims[None, :] * stride_od
-    tl.store(out_ptrs, out.to(OUT.dtype.element_ty), mask=q_mask)
-    tl.store(LSE + pid_bh.to(tl.int64) * T + rows, lse, mask=rows < T)
-
-
-def flash_attention_fast_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = False, scale: float | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The autotuned forward kernel: same outputs as :func:`flash_attention_forward`.
-
-    Shapes:
-        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns out ``(B, H, T, D)`` and lse ``(B, H, T)``.
-    """
-    sizes, scale = _check_inputs(q, k, v, scale)
-    B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
-    dtype = q.dtype
-    q, k, v = _as_kernel_dtype(q, k, v)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, T, D)
-    lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
-    options = _launch_options(q)
-    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]), B * H)  # BLOCK_M is chosen by the autotuner
-    _flash_forward_fast_kernel[grid](
-        q, k, v, out, lse,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        H, H // H_kv, T, S, D, scale,
-        IS_CAUSAL=bool(is_causal), BLOCK_D=options["BLOCK_D"], DOT_PRECISION=options["DOT_PRECISION"],
-    )  # fmt: skip
-    return out.to(dtype), lse
-
-
-class _FlashAttentionFast(torch.autograd.Function):
-    """The autotuned forward with the teaching backward kernels."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, is_causal, scale):  # type: ignore[override]
-        out, lse = flash_attention_fast_forward(q, k, v, is_causal=is_causal, scale=scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = {"is_causal": is_causal, "scale": scale}
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):  # type: ignore[override]
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out, **ctx.options)
-        return dq, dk, dv, None, None
-
-
-def flash_attention_fast(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: None = None,
-    *,
-    is_causal: bool = False,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """:func:`flash_attention` with the autotuned, exp2-based forward kernel (section 6).
-
-    Same arguments, result and conventions as :func:`flash_attention` (no ``block_m``/``block_n``:
-    the autotuner picks them). The backward pass is the teaching one.
-
-    Shapes:
-        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns ``(B, H, T, D)``.
-    """
-    _refuse_mask(mask)
-    _check_inputs(q, k, v, scale)
-    return _FlashAttentionFast.apply(q, k, v, bool(is_causal), scale)
 
 
 __all__ = [
@@ -797,10 +636,17 @@ __all__ = [
     "BLOCK_M",
     "BLOCK_N",
     "INTERPRETING",
-    "LOG2E",
     "flash_attention",
     "flash_attention_backward",
-    "flash_attention_fast",
-    "flash_attention_fast_forward",
     "flash_attention_forward",
+    # building blocks that attn_edu.kernels.triton_flash_fast shares
+    "as_kernel_dtype",
+    "causal_key_stop",
+    "check_inputs",
+    "launch_options",
+    "load_tile",
+    "program_tile",
+    "refuse_mask",
+    "store_tile",
+    "tile_allowed",
 ]

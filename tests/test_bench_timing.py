@@ -1,0 +1,113 @@
+"""The course's one timer: the fastest run, the right clock, torch's thread count left as it was."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from attn_edu.bench import timing
+from attn_edu.bench.timing import best_time, best_time_and_result
+
+
+class FakeClock:
+    """A clock that only moves when a timed call says so: durations are exact, whatever the machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run_for(self, seconds: float) -> float:
+        self.now += seconds
+        return seconds
+
+
+@pytest.fixture
+def fake_clock(monkeypatch) -> FakeClock:
+    clock = FakeClock()
+    monkeypatch.setitem(timing.CLOCKS, "wall", clock)
+    return clock
+
+
+# Durations that are sums of powers of two: the fake clock adds them up exactly.
+@pytest.mark.parametrize("durations", [[3.0, 2.0, 1.0], [1.0, 3.0, 2.0], [2.0, 2.0, 5.0, 0.25, 4.0]])
+def test_returns_the_fastest_run(fake_clock, durations):
+    remaining = list(durations)
+    seconds = best_time(lambda: fake_clock.run_for(remaining.pop(0)), repeats=len(durations))
+    assert seconds == min(durations)
+    assert remaining == []  # every repetition ran
+
+
+def test_passes_arguments_and_returns_the_last_result(fake_clock):
+    calls = []
+
+    def fn(a, b, *, c):
+        calls.append((a, b, c))
+        fake_clock.run_for(0.1 * len(calls))
+        return len(calls)
+
+    seconds, result = best_time_and_result(fn, 1, 2, c=3, repeats=4)
+    assert calls == [(1, 2, 3)] * 4
+    assert result == 4 and seconds == pytest.approx(0.1)  # the first, shortest run
+
+
+def test_a_slow_run_is_not_repeated(fake_clock):
+    runs = []
+    seconds = best_time(lambda: runs.append(fake_clock.run_for(5.0)), repeats=3, slow_run_s=2.0)
+    assert len(runs) == 1 and seconds == 5.0
+
+
+def test_real_wall_clock_is_never_below_the_shortest_sleep():
+    lengths = [0.03, 0.02, 0.01]  # decreasing: the last run is the fastest
+    remaining = list(lengths)
+    seconds = best_time(lambda: time.sleep(remaining.pop(0)), repeats=3)
+    assert min(lengths) - 1e-4 <= seconds < max(lengths) + 0.5  # a busy machine only adds time
+
+
+def test_cpu_clock_does_not_count_waiting():
+    wall = best_time(time.sleep, 0.05, repeats=1)
+    cpu = best_time(time.sleep, 0.05, repeats=1, clock="cpu")
+    assert wall >= 0.05 and cpu < 0.02  # sleeping uses no CPU time of this thread
+
+
+def test_threads_are_set_during_the_runs_and_restored():
+    before = torch.get_num_threads()
+    wanted = 1 if before > 1 else 2
+    seen = []
+    best_time(lambda: seen.append(torch.get_num_threads()), repeats=2, threads=wanted)
+    assert seen == [wanted, wanted]
+    assert torch.get_num_threads() == before
+
+
+def test_threads_are_restored_when_fn_raises():
+    before = torch.get_num_threads()
+    wanted = 1 if before > 1 else 2
+
+    def fails():
+        assert torch.get_num_threads() == wanted
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        best_time(fails, threads=wanted)
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"repeats": 0}, r"repeats: expected an integer >= 1, got 0"),
+        ({"repeats": 2.5}, r"repeats: expected an integer >= 1, got 2.5"),
+        ({"repeats": True}, r"repeats: expected an integer >= 1, got True"),
+        ({"clock": "gpu"}, r"clock: expected one of 'wall', 'cpu', got 'gpu'"),
+        ({"threads": 0}, r"threads: expected None or an integer >= 1, got 0"),
+        ({"slow_run_s": 0}, r"slow_run_s: expected None or a number of seconds > 0, got 0"),
+    ],
+)
+def test_bad_arguments_name_the_argument(kwargs, match):
+    calls = []
+    with pytest.raises(ValueError, match=match):
+        best_time(calls.append, 1, **kwargs)
+    assert calls == []  # refused before running anything
