@@ -97,6 +97,63 @@ def check_broadcast(name: str, shape: tuple[int, ...], target: tuple[int, ...], 
         )
 
 
+def check_mask(
+    name: str, mask: object, scores_shape: tuple[int, ...] | None = None, spec: str = "(..., T, S)"
+) -> torch.Tensor:
+    """Raise unless ``mask`` is a bool tensor (``True`` = may attend) that broadcasts to ``scores_shape``.
+
+    The one wording for every mask argument of the package: a float mask (additive ``0 / -inf``, or 0/1)
+    and :class:`torch.nn.MultiheadAttention`'s opposite polarity are the usual slips, so the message says
+    how to convert both.
+
+    Example:
+        >>> check_mask("mask", torch.ones(3, 1, dtype=torch.int64))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: mask: expected a bool mask (True = may attend), got dtype torch.int64; ...
+    """
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"{name}: expected a bool mask (True = may attend), got dtype {mask.dtype}; build it with "
+            "attn_edu.masks, or convert: a 0/1 mask with `mask.bool()`, an additive 0/-inf mask with "
+            "`mask == 0`, a torch.nn.MultiheadAttention mask (True = ignore) with `~mask`"
+        )
+    if scores_shape is not None:
+        check_broadcast(name, tuple(mask.shape), tuple(scores_shape), spec)
+    return mask
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None) -> dict[str, object]:
+    """Check attention inputs ``q (..., T, D)``, ``k (..., S, D)`` and ``v (..., S, Dv)``; return their sizes.
+
+    All floating point, one dtype, ``q`` and ``k`` sharing ``D``, ``k`` and ``v`` sharing ``S``, and
+    leading (batch, head) dims that broadcast. Returns ``{"batch": (...), "T", "S", "D", "Dv"}``
+    (``Dv`` only when ``v`` is given).
+
+    Example:
+        >>> sizes = check_qkv(torch.ones(2, 5, 8), torch.ones(2, 7, 8), torch.ones(1, 7, 3))
+        >>> sizes["batch"], sizes["T"], sizes["S"], sizes["Dv"]
+        ((2,), 5, 7, 3)
+    """
+    named = {"q": q, "k": k} if v is None else {"q": q, "k": k, "v": v}
+    for name, x in named.items():
+        check_floating(name, x)
+    check_same_dtype(**named)
+    sizes: dict[str, object] = dict(check_shape("q", q, "... T D"))
+    sizes["S"] = check_shape("k", k, "... S D", D=sizes["D"])["S"]
+    if v is not None:
+        sizes["Dv"] = check_shape("v", v, "... S Dv", S=sizes["S"])["Dv"]
+    try:
+        sizes["batch"] = tuple(torch.broadcast_shapes(*(x.shape[:-2] for x in named.values())))
+    except RuntimeError:
+        shapes = ", ".join(f"{n} {tuple(x.shape)}" for n, x in named.items())
+        raise ValueError(
+            f"{', '.join(named)}: expected leading dims (..., e.g. B, H) that broadcast, got {shapes}"
+        ) from None
+    return sizes
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Raise ``ValueError`` unless ``value`` is an int > 0 (``bool`` is refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

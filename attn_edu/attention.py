@@ -18,7 +18,8 @@ import torch
 from attn_edu._validate import (
     check_broadcast,
     check_floating,
-    check_same_dtype,
+    check_mask,
+    check_qkv,
     check_scale,
     check_shape,
 )
@@ -28,19 +29,8 @@ from attn_edu.masks import causal_mask, combine_masks
 def _allowed_positions(
     q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, is_causal: bool
 ) -> torch.Tensor | None:
-    """Validate ``mask`` and merge it with the causal mask; ``None`` when every key is visible."""
-    T, S = q.shape[-2], k.shape[-2]
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask: expected a bool torch.Tensor, got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise ValueError(
-                f"mask: expected dtype torch.bool (True = may attend), got {mask.dtype}; "
-                "build it with attn_edu.masks (an additive float mask converts with `mask == 0`)"
-            )
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        check_broadcast("mask", tuple(mask.shape), (*batch, T, S), "(..., T, S)")
-    causal = causal_mask(T, S, device=q.device) if is_causal else None  # (T, S)
+    """Merge ``mask`` (already checked) with the causal mask; ``None`` when every key is visible."""
+    causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if is_causal else None  # (T, S)
     return combine_masks(mask, causal)
 
 
@@ -71,10 +61,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     work = scores.to(_compute_dtype(scores.dtype))
     if mask is None:
         return torch.softmax(work, dim=-1).to(scores.dtype)  # (..., T, S)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(f"mask: expected a bool tensor (True = may attend), got {got}")
-    check_broadcast("mask", tuple(mask.shape), tuple(scores.shape), "scores' shape (..., T, S)")
+    check_mask("mask", mask, tuple(scores.shape), "scores' shape (..., T, S)")
     work = work.masked_fill(~mask, float("-inf"))  # (..., T, S)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
     work = work.masked_fill(~has_key, 0.0)  # (..., T, S)
@@ -112,12 +99,9 @@ def attention_weights(
         >>> attention_weights(q, k, torch.tensor([[False, False]]))   # nothing visible: zeros
         tensor([[0., 0.]])
     """
-    check_floating("q", q)
-    check_floating("k", k)
-    check_same_dtype(q=q, k=k)
-    sizes = check_shape("q", q, "... T D")
-    check_shape("k", k, "... S D", D=sizes["D"])
-    _check_batch("q", q, "k", k)
+    sizes = check_qkv(q, k)
+    if mask is not None:
+        check_mask("mask", mask, (*sizes["batch"], sizes["T"], sizes["S"]))
     scale = check_scale(scale, sizes["D"])
     allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
 
@@ -160,28 +144,12 @@ def scaled_dot_product_attention(
         >>> torch.allclose(scaled_dot_product_attention(q, k, v), ref, atol=1e-6)
         True
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check_floating(name, x)
-    check_same_dtype(q=q, k=k, v=v)
-    k_sizes = check_shape("k", k, "... S D")
-    check_shape("v", v, "... S Dv", S=k_sizes["S"])
-    _check_batch("k", k, "v", v)
+    check_qkv(q, k, v)
     weights = attention_weights(
         q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
     )  # (..., T, S)
     work = _compute_dtype(v.dtype)
     return (weights.to(work) @ v.to(work)).to(v.dtype)  # (..., T, Dv)
-
-
-def _check_batch(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
-    """Leading (batch, head) dims must broadcast: ``(B, H)`` against ``(B, H)`` or ``(1, H)``."""
-    try:
-        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"{name_a}, {name_b}: expected leading dims (..., e.g. B, H) that broadcast, got "
-            f"{tuple(a.shape[:-2])} and {tuple(b.shape[:-2])} (full shapes {tuple(a.shape)}, {tuple(b.shape)})"
-        ) from None
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:

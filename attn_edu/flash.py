@@ -26,10 +26,10 @@ from collections.abc import Iterator
 import torch
 
 from attn_edu._validate import (
-    check_broadcast,
     check_floating,
+    check_mask,
     check_positive_int,
-    check_same_dtype,
+    check_qkv,
     check_scale,
     check_shape,
 )
@@ -153,24 +153,10 @@ def _check_inputs(
     block_k: int,
 ) -> tuple[tuple[int, ...], float]:
     """Validate the arguments; return the broadcast batch shape and the softmax scale."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check_floating(name, x)
-    check_same_dtype(q=q, k=k, v=v)
-    sizes = check_shape("q", q, "... T D")
-    k_sizes = check_shape("k", k, "... S D", D=sizes["D"])
-    check_shape("v", v, "... S Dv", S=k_sizes["S"])
-    try:
-        batch = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    except RuntimeError:
-        raise ValueError(
-            f"q, k, v: expected leading dims (..., e.g. B, H) that broadcast, got {tuple(q.shape[:-2])}, "
-            f"{tuple(k.shape[:-2])} and {tuple(v.shape[:-2])}"
-        ) from None
+    sizes = check_qkv(q, k, v)
+    batch = sizes["batch"]
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise ValueError(f"mask: expected a bool tensor (True = may attend), got {got}")
-        check_broadcast("mask", tuple(mask.shape), (*batch, sizes["T"], k_sizes["S"]), "(..., T, S)")
+        check_mask("mask", mask, (*batch, sizes["T"], sizes["S"]))
     check_positive_int("block_q", block_q)
     check_positive_int("block_k", block_k)
     return batch, check_scale(scale, sizes["D"])

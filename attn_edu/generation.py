@@ -26,6 +26,7 @@ from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape, check_tensor
 from attn_edu.kv_cache import KVCache
+from attn_edu.multihead import MultiHeadAttention
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -178,12 +179,9 @@ def count_layers(model: nn.Module) -> int:
     Every decoder here keeps its layers' self-attentions as
     :class:`attn_edu.multihead.MultiHeadAttention` modules, one per layer.
     """
-    config = getattr(model, "config", None)
-    for name in ("num_layers", "n_layer", "num_hidden_layers"):
-        if isinstance(getattr(config, name, None), int):
-            return getattr(config, name)
-    from attn_edu.multihead import MultiHeadAttention
-
+    layers = getattr(getattr(model, "config", None), "num_layers", None)  # every config here has it
+    if isinstance(layers, int):
+        return layers
     count = sum(isinstance(m, MultiHeadAttention) for m in model.modules())
     if count == 0:
         raise ValueError(

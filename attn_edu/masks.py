@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_edu._validate import check_positive_int, check_shape, check_tensor
+from attn_edu._validate import check_mask, check_positive_int, check_shape, check_tensor
 
 
 def causal_mask(T: int, S: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
@@ -140,7 +140,7 @@ def key_mask(padding: torch.Tensor) -> torch.Tensor:
         torch.Size([1, 1, 1, 3])
     """
     check_shape("padding", padding, "B S")
-    _check_bool("padding", padding)
+    check_mask("padding", padding)
     return padding[:, None, None, :]  # (B, 1, 1, S)
 
 
@@ -159,8 +159,8 @@ def query_key_mask(query_padding: torch.Tensor, key_padding: torch.Tensor) -> to
     """
     sizes = check_shape("query_padding", query_padding, "B T")
     check_shape("key_padding", key_padding, "B S", B=sizes["B"])
-    _check_bool("query_padding", query_padding)
-    _check_bool("key_padding", key_padding)
+    check_mask("query_padding", query_padding)
+    check_mask("key_padding", key_padding)
     return query_padding[:, None, :, None] & key_padding[:, None, None, :]  # (B, 1, T, S)
 
 
@@ -180,7 +180,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     if not present:
         return None
     for i, m in enumerate(present):
-        _check_bool(f"masks[{i}]", m)
+        check_mask(f"masks[{i}]", m)
     try:
         torch.broadcast_shapes(*(m.shape for m in present))
     except RuntimeError:
@@ -200,7 +200,7 @@ def to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch
         tensor([[0., -inf],
                 [0., 0.]])
     """
-    _check_bool("mask", mask)
+    check_mask("mask", mask)
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
 
@@ -212,14 +212,5 @@ def to_torch_polarity(mask: torch.Tensor) -> torch.Tensor:
         >>> to_torch_polarity(padding_mask([1], 2))
         tensor([[False,  True]])
     """
-    _check_bool("mask", mask)
+    check_mask("mask", mask)
     return ~mask
-
-
-def _check_bool(name: str, mask: torch.Tensor) -> None:
-    check_tensor(name, mask)
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"{name}: expected a bool mask (True = may attend), got dtype {mask.dtype}; "
-            "build masks with attn_edu.masks, or convert an additive float mask with `mask == 0`"
-        )

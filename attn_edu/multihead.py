@@ -29,10 +29,10 @@ from attn_edu._validate import (
     check_broadcast,
     check_floating,
     check_head_dim,
+    check_mask,
     check_positive_int,
     check_scale,
     check_shape,
-    check_tensor,
 )
 from attn_edu.attention import attention_weights, scaled_dot_product_attention
 
@@ -332,13 +332,7 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         """Fail here, with our names, rather than inside whichever ``attention_fn`` is plugged in."""
         if mask is not None:
-            check_tensor("mask", mask)
-            if mask.dtype != torch.bool:
-                raise ValueError(
-                    f"mask: expected dtype torch.bool (True = may attend), got {mask.dtype}; for a "
-                    "torch.nn.MultiheadAttention-style mask (True = ignore) use `~mask`"
-                )
-            check_broadcast("mask", tuple(mask.shape), scores_shape, "(B, H, T, S)")
+            check_mask("mask", mask, scores_shape, "(B, H, T, S)")
         if score_bias is not None:
             check_floating("score_bias", score_bias)
             check_broadcast("score_bias", tuple(score_bias.shape), scores_shape, "(B, H, T, S)")

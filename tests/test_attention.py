@@ -236,7 +236,7 @@ def test_default_scale_is_inverse_sqrt_head_dim() -> None:
         ),
         (
             dict(q=torch.randn(3, 4), k=torch.randn(5, 4), v=torch.randn(5, 4), mask=torch.zeros(3, 5)),
-            r"mask: expected dtype torch.bool",
+            r"mask: expected a bool mask",
         ),
         (dict(q=torch.randn(3, 4), k=torch.randn(5, 4).double(), v=torch.randn(5, 4)), r"one dtype"),
         (
@@ -282,7 +282,7 @@ def test_masked_softmax_zero_rows_and_errors() -> None:
     w = masked_softmax(scores, mask)
     torch.testing.assert_close(w[:2], torch.softmax(scores[:2].masked_fill(~mask[:2], float("-inf")), -1))
     assert torch.equal(w[2], torch.zeros(4))
-    with pytest.raises(ValueError, match="mask: expected a bool tensor"):
+    with pytest.raises(ValueError, match="mask: expected a bool mask"):
         masked_softmax(scores, mask.float())
     with pytest.raises(ValueError, match="mask: expected a shape that broadcasts"):
         masked_softmax(scores, torch.ones(2, 4, dtype=torch.bool))

@@ -221,7 +221,7 @@ def test_bad_input_raises_value_error_naming_the_argument():
         tiled_attention(q, k, v, block_k=2.5)
     with pytest.raises(ValueError, match="scale"):
         tiled_attention(q, k, v, scale=-1.0)
-    with pytest.raises(ValueError, match="mask: expected a bool tensor"):
+    with pytest.raises(ValueError, match="mask: expected a bool mask"):
         tiled_attention(q, k, v, torch.zeros(5, 7))
     with pytest.raises(ValueError, match=r"mask: expected a shape that broadcasts to \(\.\.\., T, S\)"):
         tiled_attention(q, k, v, torch.ones(7, 5, dtype=torch.bool))

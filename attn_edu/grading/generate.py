@@ -33,6 +33,8 @@ from pathlib import Path
 
 import nbformat
 
+from attn_edu.grading.registry import exercises
+
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 EXERCISE_LINE = re.compile(r"#\s*Exercise\s+(\d+\.\d+)\s*:\s*(\S.*?)\s*$")
@@ -94,8 +96,6 @@ def _strip_cell(source: str, loc: Callable[[int], str]) -> tuple[str, str | None
 
 def strip_solutions(nb: nbformat.NotebookNode, path: str) -> tuple[nbformat.NotebookNode, list[str]]:
     """The exercise version of a solution notebook, and the ids of its exercises in order."""
-    from attn_edu.grading.registry import exercises as registered
-
     name = NOTEBOOK_NAME.search(Path(path).name)
     if name is None:
         raise MarkerError(f"{path}: expected a name like 'NN_topic.ipynb'")
@@ -121,7 +121,7 @@ def strip_solutions(nb: nbformat.NotebookNode, path: str) -> tuple[nbformat.Note
                 )
             if exercise_id in ids:
                 raise MarkerError(f"{where}: exercise {exercise_id} appears twice")
-            if exercise_id not in registered():
+            if exercise_id not in exercises():
                 raise MarkerError(f"{where}: exercise {exercise_id} has no check in attn_edu.grading.checks")
             ids.append(exercise_id)
         cell.source = source

@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from attn_edu import viz
 from attn_edu._validate import check_positive_int
-from attn_edu.efficient import sliding_window_mask
 from attn_edu.masks import causal_mask, combine_masks, key_mask, padding_mask
+from attn_edu.sparse import sliding_window_mask
 from attn_edu.widgets.explorer import WIDE_LABELS, Explorer
 
 
@@ -48,7 +48,7 @@ def mask_explorer(T: int = 6, S: int | None = None, *, max_len: int = 12) -> Exp
     """Switch causal, padding and sliding-window masks on and off and see their combination.
 
     Masks come from :mod:`attn_edu.masks` (``causal_mask``, ``padding_mask`` → ``key_mask``,
-    ``combine_masks``) and :func:`attn_edu.efficient.sliding_window_mask`; they combine by logical AND.
+    ``combine_masks``) and :func:`attn_edu.sparse.sliding_window_mask`; they combine by logical AND.
     Try ``T > S`` with causal on: the top rows see no key at all.
 
     Example:

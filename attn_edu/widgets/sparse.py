@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from attn_edu import viz
 from attn_edu._validate import check_positive_int
-from attn_edu.efficient import dilated_window_mask, global_tokens_mask, mask_density, random_blocks_mask
+from attn_edu.sparse import dilated_window_mask, global_tokens_mask, mask_density, random_blocks_mask
 from attn_edu.widgets.explorer import WIDE_LABELS, Explorer
 
 
@@ -38,7 +38,7 @@ def sparse_pattern_explorer(T: int = 32, *, seed: int = 0) -> Explorer:
     """Build a Longformer / BigBird pattern from sliders: a (dilated) window, global tokens, random keys.
 
     The mask is ``window | global | random`` (Beltagy et al. 2020, §3.1; Zaheer et al. 2020, §2), made by
-    :mod:`attn_edu.efficient` (bidirectional window; global tokens at positions ``0 .. g - 1``; random
+    :mod:`attn_edu.sparse` (bidirectional window; global tokens at positions ``0 .. g - 1``; random
     keys drawn with ``seed``). The title counts the (query, key) pairs computed: the cost relative to full
     attention is the density.
 

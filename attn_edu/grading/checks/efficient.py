@@ -1,9 +1,9 @@
 """Checks for notebook 11's exercises: a sliding-window mask, causal linear attention (parallel and recurrent
 forms), and a top-k router.
 
-The references are :func:`attn_edu.efficient.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
+The references are :func:`attn_edu.sparse.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
 (``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent` and
-:class:`attn_edu.efficient.TopKRouter`. Cases mix ``T < S`` (a cache of earlier keys), batch and head
+:class:`attn_edu.moe.TopKRouter`. Cases mix ``T < S`` (a cache of earlier keys), batch and head
 dimensions with odd sizes, and ``D != Dv``. The known-wrong versions below are the usual slips: a window
 one key too wide or too narrow, a symmetric band where a causal one was asked, no normaliser, a prefix
 sum over the wrong axis, reading the state before adding the current token, softmax taken before top-k.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_edu import efficient
+from attn_edu import efficient, moe, sparse
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.grading.exercise import Case, Exercise, Mistake
 
@@ -52,7 +52,7 @@ def _band(T: int, S: int, low: int, high: int, *, bottom_right: bool = True) -> 
 
 
 def _window_reference(T: int, S: int, window: int, causal: bool = True) -> torch.Tensor:
-    return efficient.sliding_window_mask(T, S, window=window, causal=causal)
+    return sparse.sliding_window_mask(T, S, window=window, causal=causal)
 
 
 SLIDING_WINDOW = Exercise(
@@ -316,7 +316,7 @@ LINEAR_RECURRENT = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 11.4 top-k router (softmax over the k chosen logits, the convention of attn_edu.efficient.TopKRouter)
+# 11.4 top-k router (softmax over the k chosen logits, the convention of attn_edu.moe.TopKRouter)
 
 
 def _router_cases(g: torch.Generator) -> list[Case]:
@@ -331,7 +331,7 @@ def _router_cases(g: torch.Generator) -> list[Case]:
 
 def _route_reference(x: torch.Tensor, gate_weight: torch.Tensor, k: int) -> torch.Tensor:
     E, C = gate_weight.shape
-    router = efficient.TopKRouter(C, E, k=k)
+    router = moe.TopKRouter(C, E, k=k)
     with torch.no_grad():
         router.gate.weight.copy_(gate_weight)
         weights, expert_index, _ = router(x)  # (N, k), (N, k)

@@ -1,0 +1,111 @@
+"""Mixture of experts: route each token to a few feed-forward experts (notebook 11).
+
+Not an attention trick, but the other way large models spend compute sparsely: a router scores the
+experts for each token and only the top ``k`` run (Shazeer et al. 2017; Switch Transformer, Fedus et al.
+2022). A load-balancing loss keeps the tokens spread over the experts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from attn_edu._validate import check_positive_int, check_shape
+
+
+@dataclass(frozen=True)
+class RoutingStats:
+    """How a router spread the tokens over the experts, and the loss that keeps the spread even."""
+
+    tokens_per_expert: torch.Tensor  # (E,) long: assignments each expert received (sums to N·k)
+    fraction: torch.Tensor  # (E,) float: tokens_per_expert / (N·k), the f_i of Switch eq. 4
+    mean_probability: torch.Tensor  # (E,) float: router probability averaged over tokens, P_i of eq. 5
+    load_balancing_loss: torch.Tensor  # () float: E · Σ_i f_i · P_i; 1 when perfectly balanced
+
+
+class TopKRouter(nn.Module):
+    """Send each token to its ``k`` best-scoring experts, with softmax weights over those ``k``.
+
+    ``logits = x W_g``; keep the top ``k`` per token; ``weights = softmax(top-k logits)``
+    (Shazeer et al. 2017, eq. 3-5, without the tunable noise). The load-balancing loss is Switch's
+    ``E · Σ_i f_i · P_i`` (Fedus et al. 2022, §2.2, eq. 4-6), with ``f_i`` counting all ``k``
+    assignments per token; its gradient flows through ``P_i``, the mean router probability.
+
+    Shapes:
+        x ``(N, C)`` (N tokens); returns weights ``(N, k)``, expert_index ``(N, k)`` and
+        :class:`RoutingStats`.
+
+    Example:
+        >>> router = TopKRouter(8, num_experts=4, k=2)
+        >>> weights, expert_index, stats = router(torch.randn(5, 8))
+        >>> weights.shape, int(stats.tokens_per_expert.sum())      # every token counted k times
+        (torch.Size([5, 2]), 10)
+    """
+
+    def __init__(self, dim: int, num_experts: int, *, k: int = 2) -> None:
+        super().__init__()
+        check_positive_int("dim", dim)
+        check_positive_int("num_experts", num_experts)
+        check_positive_int("k", k)
+        if k > num_experts:
+            raise ValueError(f"k: expected at most num_experts={num_experts}, got {k}")
+        self.num_experts = num_experts
+        self.k = k
+        self.gate = nn.Linear(dim, num_experts, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, RoutingStats]:
+        check_shape("x", x, "N C", C=self.gate.in_features)
+        N, C = x.shape
+        logits = self.gate(x)  # (N, E)
+        top_logits, expert_index = logits.topk(self.k, dim=-1)  # (N, k), (N, k)
+        weights = torch.softmax(top_logits.float(), dim=-1).to(x.dtype)  # (N, k), rows sum to 1
+
+        tokens_per_expert = torch.bincount(expert_index.flatten(), minlength=self.num_experts)  # (E,)
+        fraction = tokens_per_expert.float() / (N * self.k)  # (E,)
+        mean_probability = torch.softmax(logits.float(), dim=-1).mean(dim=0)  # (E,)
+        loss = self.num_experts * (fraction * mean_probability).sum()
+        return weights, expert_index, RoutingStats(tokens_per_expert, fraction, mean_probability, loss)
+
+
+class MoEFeedForward(nn.Module):
+    """A feed-forward layer made of ``num_experts`` FFNs; each token runs through only ``k`` of them.
+
+    ``y = Σ_{e in top-k(x)} weight_e(x) · FFN_e(x)``. Parameters grow with ``num_experts`` while the
+    compute per token stays that of ``k`` FFNs (Shazeer et al. 2017; Fedus et al. 2022). Each expert
+    is ``Linear(C, hidden) → GELU → Linear(hidden, C)``. No capacity limit: no token is dropped.
+
+    Shapes:
+        x ``(B, T, C)``; returns ``(B, T, C)`` and :class:`RoutingStats` (add
+        ``stats.load_balancing_loss`` times a small factor, e.g. 0.01, to the training loss).
+
+    Example:
+        >>> moe = MoEFeedForward(8, 16, num_experts=4, k=2)
+        >>> y, stats = moe(torch.randn(2, 3, 8))
+        >>> y.shape, stats.tokens_per_expert.shape
+        (torch.Size([2, 3, 8]), torch.Size([4]))
+    """
+
+    def __init__(self, dim: int, hidden_dim: int, num_experts: int, *, k: int = 2) -> None:
+        super().__init__()
+        check_positive_int("hidden_dim", hidden_dim)
+        self.router = TopKRouter(dim, num_experts, k=k)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+            for _ in range(num_experts)
+        )
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RoutingStats]:
+        check_shape("x", x, "B T C", C=self.router.gate.in_features)
+        B, T, C = x.shape
+        tokens = x.reshape(B * T, C)  # (N, C)
+        weights, expert_index, stats = self.router(tokens)  # (N, k), (N, k)
+        out = torch.zeros_like(tokens)  # (N, C)
+        for e, expert in enumerate(self.experts):
+            token_ids, slot = torch.nonzero(expert_index == e, as_tuple=True)  # tokens routed to e
+            if token_ids.numel() == 0:
+                continue
+            expert_out = expert(tokens[token_ids])  # (n_e, C): only this expert's tokens
+            out.index_add_(0, token_ids, expert_out * weights[token_ids, slot, None])  # (N, C)
+        return out.reshape(B, T, C), stats  # (B, T, C)
