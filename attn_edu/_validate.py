@@ -52,8 +52,8 @@ def check_shape(name: str, x: torch.Tensor, spec: str, **known: int) -> dict[str
         return ValueError(f"{name}: expected shape {expected}, got {shape}{reason}")
 
     if (leading and len(shape) < len(named)) or (not leading and len(shape) != len(named)):
-        return_ndim = f"at least {len(named)}" if leading else str(len(named))
-        raise fail(f" ({return_ndim} dims needed, got {len(shape)})")
+        wanted_ndim = f"at least {len(named)}" if leading else str(len(named))
+        raise fail(f" ({wanted_ndim} dims needed, got {len(shape)})")
 
     sizes: dict[str, int] = {}
     for letter, size in zip(named, shape[len(shape) - len(named) :]):

@@ -27,7 +27,17 @@ EXERCISES = exercises()
 IDS = sorted(EXERCISES)
 MISTAKES = [(eid, i) for eid in IDS for i in range(len(EXERCISES[eid].mistakes))]
 CONCEPT_MODULES = ("retrieval", "attention", "masks", "multihead", "positional", "rope", "objectives")
-CONCEPT_MODULES += ("params", "kv_cache", "generation", "sparse", "efficient", "moe", "flash", "interp", "blocks")
+CONCEPT_MODULES += (
+    "params",
+    "kv_cache",
+    "generation",
+    "sparse",
+    "efficient",
+    "moe",
+    "flash",
+    "interp",
+    "blocks",
+)
 
 
 def _package_twin(exercise_id: str):

@@ -32,6 +32,15 @@ def image_of(ax) -> np.ndarray:
     return np.asarray(ax.images[0].get_array())
 
 
+def cells_of(ax) -> np.ndarray:
+    """The numbers behind a seaborn heatmap (a mesh of cells, not an image)."""
+    return np.asarray(ax.collections[0].get_array())
+
+
+def heatmaps_of(fig) -> list:
+    return [ax for ax in fig.axes if ax.collections and ax.get_title()]  # not the (untitled) colour bar
+
+
 # ---------------------------------------------------------------------------------------------------
 # plot_attention
 # ---------------------------------------------------------------------------------------------------
@@ -42,14 +51,17 @@ def test_plot_attention_shows_the_weights_with_tokens_and_values():
     queries, keys = ["a", "b", "c"], ["w", "x", "y", "z"]
     fig = viz.plot_attention(weights, query_labels=queries, key_labels=keys, title="one head")
     heatmap, colorbar = fig.axes
-    np.testing.assert_allclose(image_of(heatmap), weights.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(cells_of(heatmap), weights.numpy(), rtol=1e-6)
     assert heatmap.get_title() == "one head"
     assert [t.get_text() for t in heatmap.get_xticklabels()] == keys
     assert [t.get_text() for t in heatmap.get_yticklabels()] == queries
     assert "key" in heatmap.get_xlabel() and "query" in heatmap.get_ylabel()
     written = sorted(t.get_text() for t in heatmap.texts)  # small matrix: every value is written
     assert written == sorted(f"{v:.2f}" for v in weights.flatten().tolist())
-    assert heatmap.images[0].get_clim() == (0.0, pytest.approx(float(weights.max())))  # scale starts at 0
+    assert heatmap.collections[0].get_clim() == (
+        0.0,
+        pytest.approx(float(weights.max())),
+    )  # scale starts at 0
     assert colorbar.get_ylabel() == "attention weight"
 
 
@@ -57,7 +69,23 @@ def test_plot_attention_large_matrix_is_not_annotated_and_accepts_arrays():
     weights = softmax_rows(20, 30).numpy()
     fig = viz.plot_attention(weights)
     assert len(fig.axes[0].texts) == 0
-    np.testing.assert_allclose(image_of(fig.axes[0]), weights, rtol=1e-6)
+    np.testing.assert_allclose(cells_of(fig.axes[0]), weights, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("size", "annotate", "written"),
+    [
+        (viz.ANNOTATE_MAX_SIZE, None, True),
+        (viz.ANNOTATE_MAX_SIZE + 1, None, False),
+        (viz.ANNOTATE_MAX_SIZE + 1, True, True),
+        (2, False, False),
+    ],
+)
+def test_plot_attention_writes_values_up_to_the_size_limit_unless_told(size, annotate, written):
+    weights = softmax_rows(2, size)
+    fig = viz.plot_attention(weights, annotate=annotate)
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert texts == (sorted(f"{v:.2f}" for v in weights.flatten().tolist()) if written else [])
 
 
 def test_plot_attention_draws_into_given_axes_without_new_figure():
@@ -73,7 +101,7 @@ def test_plot_attention_draws_into_given_axes_without_new_figure():
 def test_plot_attention_half_precision():
     weights = softmax_rows(3, 3).to(torch.bfloat16)
     fig = viz.plot_attention(weights)
-    np.testing.assert_allclose(image_of(fig.axes[0]), weights.float().numpy())
+    np.testing.assert_allclose(cells_of(fig.axes[0]), weights.float().numpy())
 
 
 @pytest.mark.parametrize(
@@ -103,28 +131,37 @@ def test_plot_heads_wraps_heads_and_shares_one_scale():
     weights = softmax_rows(6, 5, 5)
     tokens = list("abcde")
     fig = viz.plot_heads(weights, labels=tokens, max_cols=4, title="six heads")
-    heads = [ax for ax in fig.axes if ax.images]
+    heads = heatmaps_of(fig)
     assert len(fig.axes) == 7 and len(heads) == 6  # 6 panels + 1 shared colour bar; 2 empty cells removed
     for h, ax in enumerate(heads):
         assert ax.get_title() == f"head {h}"
-        np.testing.assert_allclose(image_of(ax), weights[h].numpy(), rtol=1e-6)
-        assert ax.images[0].get_clim() == heads[0].images[0].get_clim()
+        np.testing.assert_allclose(cells_of(ax), weights[h].numpy(), rtol=1e-6)
+        assert ax.collections[0].get_clim() == heads[0].collections[0].get_clim()
     assert [t.get_text() for t in heads[0].get_yticklabels()] == tokens
     assert fig.get_suptitle() == "six heads"
-    assert heads[0].images[0].get_clim()[1] == pytest.approx(float(weights.max()))
+    assert heads[0].collections[0].get_clim()[1] == pytest.approx(float(weights.max()))
 
 
 def test_plot_heads_layer_by_head_grid():
     weights = softmax_rows(2, 3, 4, 6)  # (L, H, T, S)
     fig = viz.plot_heads(weights, labels=list("uvwxyz"))  # 6 labels = S: the key axis
-    heads = [ax for ax in fig.axes if ax.images]
+    heads = heatmaps_of(fig)
     assert len(heads) == 6
     for n, ax in enumerate(heads):
         layer, h = divmod(n, 3)
         assert ax.get_title() == f"layer {layer} · head {h}"
-        np.testing.assert_allclose(image_of(ax), weights[layer, h].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(cells_of(ax), weights[layer, h].numpy(), rtol=1e-6)
     bottom = heads[-1]
     assert [t.get_text() for t in bottom.get_xticklabels()] == list("uvwxyz")
+
+
+def test_plot_heads_writes_values_in_small_panels_only():
+    weights = softmax_rows(2, 3, 4)
+    heads = heatmaps_of(viz.plot_heads(weights))
+    for head, ax in zip(weights, heads):
+        assert sorted(t.get_text() for t in ax.texts) == sorted(f"{v:.2f}" for v in head.flatten().tolist())
+    large = viz.plot_heads(softmax_rows(2, 7, 7))
+    assert not any(ax.texts for ax in large.axes)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +198,7 @@ def test_plot_mask_colours_allowed_cells_and_states_polarity():
 @pytest.mark.parametrize(
     ("mask", "match"),
     [
-        (torch.ones(3, 3), r"mask: expected dtype torch.bool"),
+        (torch.ones(3, 3), r"mask: expected a bool mask"),
         (torch.ones(1, 3, 3, dtype=torch.bool), r"mask: expected shape \(T, S\)"),
     ],
 )
@@ -251,6 +288,39 @@ def test_plot_curves_plots_each_series_with_the_requested_scales():
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("d_k", "Var(q·k)", "variance")
 
 
+def test_plot_curves_over_runs_draws_the_median_and_a_band_from_lowest_to_highest():
+    x = [1, 2, 4, 8]
+    seeds = torch.tensor(
+        [[1.0, 2.0, 4.0, 8.0], [1.5, 1.0, 5.0, 7.0], [0.5, 3.0, 4.5, 9.0], [2.0, 2.5, 3.0, 8.5]]
+    )  # (runs, N): four seeds
+    single = [1.0, 1.1, 0.9, 1.0]
+    fig = viz.plot_curves(x, {"one run": single, "4 seeds": seeds}, xlabel="d_k", ylabel="y", logy=True)
+    ax = fig.axes[0]
+    one, median = ax.get_lines()
+    assert [one.get_label(), median.get_label()] == ["one run", "4 seeds"]
+    np.testing.assert_allclose(one.get_ydata(), single)  # a single run is drawn as it is
+    np.testing.assert_allclose(median.get_xdata(), x)
+    np.testing.assert_allclose(median.get_ydata(), np.median(seeds.numpy(), axis=0))  # even count: mean of 2
+    (band,) = ax.collections  # only the runs get a band
+    corners = band.get_paths()[0].vertices
+    for xi, low, high in zip(x, seeds.min(0).values.tolist(), seeds.max(0).values.tolist()):
+        at_x = corners[np.isclose(corners[:, 0], xi), 1]
+        assert (at_x.min(), at_x.max()) == (pytest.approx(low), pytest.approx(high))
+    assert matplotlib.colors.same_color(band.get_facecolor()[0][:3], median.get_color())
+    assert not matplotlib.colors.same_color(one.get_color(), median.get_color())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["one run", "4 seeds"]
+    assert ax.get_yscale() == "log"
+
+
+def test_plot_curves_over_runs_accepts_lists_and_a_single_run():
+    fig = viz.plot_curves(
+        [0, 1, 2], {"lists": [[1, 2, 3], [3, 2, 1]], "one row": [[5, 5, 6]]}, xlabel="x", ylabel="y"
+    )
+    lists, row = fig.axes[0].get_lines()
+    np.testing.assert_allclose(lists.get_ydata(), [2, 2, 2])
+    np.testing.assert_allclose(row.get_ydata(), [5, 5, 6])
+
+
 @pytest.mark.parametrize(
     ("x", "ys", "kwargs", "match"),
     [
@@ -258,6 +328,10 @@ def test_plot_curves_plots_each_series_with_the_requested_scales():
         ([1, 2], {}, {}, r"ys: expected a non-empty dict"),
         ([0, 1], {"a": [1, 2]}, {"logx": True}, r"x: expected positive values for logx"),
         ([1, 2], {"a": [0, 2]}, {"logy": True}, r"ys\['a'\]: expected positive values for logy"),
+        ([1, 2, 3], {"a": [[1, 2]]}, {}, r"ys\['a'\]: expected shape \(runs, N\) with N=3"),
+        ([1, 2], {"a": torch.ones(2, 2, 2)}, {}, r"ys\['a'\]: expected shape \(N\) or \(runs, N\) with N=2"),
+        ([1, 2], {"a": torch.ones(0, 2)}, {}, r"ys\['a'\]: expected at least one run"),
+        ([1, 2], {"a": [[1, 2], [0, 2]]}, {"logy": True}, r"ys\['a'\]: expected positive values for logy"),
     ],
 )
 def test_plot_curves_rejects_bad_input(x, ys, kwargs, match):
@@ -270,14 +344,29 @@ def test_plot_histograms_counts_on_shared_bins():
     b = torch.rand(5, 6, generator=torch.Generator().manual_seed(2)) * 2  # any shape, flattened
     fig = viz.plot_histograms({"a": a, "b": b}, xlabel="weight", bins=8)
     edges = np.linspace(float(min(a.min(), b.min())), float(max(a.max(), b.max())), 9)  # shared by both
-    steps = [patch.get_data() for patch in fig.axes[0].patches]  # one filled step outline per sample
-    assert [patch.get_label() for patch in fig.axes[0].patches] == ["a", "b"]
-    for (counts, drawn_edges, _), sample in zip(steps, [a, b]):
+    ax = fig.axes[0]
+    bars = ax.containers  # one set of bars per sample
+    assert [container.get_label() for container in bars] == ["a", "b"]
+    for container, sample in zip(bars, [a, b]):
+        drawn_edges = [bar.get_x() for bar in container] + [container[-1].get_x() + container[-1].get_width()]
         np.testing.assert_allclose(drawn_edges, edges, rtol=1e-6)
-        np.testing.assert_array_equal(counts, np.histogram(sample.flatten().numpy(), edges)[0])
-    assert sum(counts.sum() for counts, _, _ in steps) == 80
+        np.testing.assert_array_equal(container.datavalues, np.histogram(sample.flatten().numpy(), edges)[0])
+    assert sum(container.datavalues.sum() for container in bars) == 80
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_yscale()) == ("weight", "count", "linear")
     with pytest.raises(ValueError, match=r"samples\['a'\]: expected at least one value"):
         viz.plot_histograms({"a": []}, xlabel="w")
+    with pytest.raises(ValueError, match=r"bins: expected a positive int"):
+        viz.plot_histograms({"a": [1.0]}, xlabel="w", bins=0)
+
+
+def test_plot_histograms_log_counts_keep_the_counts():
+    weights = softmax_rows(64, 16).flatten()  # many weights near 0, a few large: log counts show both
+    fig = viz.plot_histograms({"w": weights}, xlabel="weight", bins=10, logy=True)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    edges = np.linspace(float(weights.min()), float(weights.max()), 11)
+    np.testing.assert_array_equal(ax.containers[0].datavalues, np.histogram(weights.numpy(), edges)[0])
 
 
 def test_plot_distribution_bars_are_the_probabilities():
@@ -353,6 +442,7 @@ def test_every_plot_returns_a_new_figure_and_opens_no_other():
         viz.plot_encoding_curves(torch.rand(4, 2), [1]),
         viz.plot_rotation(torch.rand(2), [0.3]),
         viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y"),
+        viz.plot_curves([1, 2], {"runs": [[1, 2], [2, 3]]}, xlabel="x", ylabel="y"),
         viz.plot_histograms({"a": [1, 2]}, xlabel="x"),
         viz.plot_distribution([1.0]),
         viz.plot_soft_lookup([0.0, 1.0], [1.0, 2.0], 0.5, [0.5, 0.5], 1.5),

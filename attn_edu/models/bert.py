@@ -19,6 +19,7 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -125,7 +126,7 @@ class BERT(nn.Module):
         return x
 
     @classmethod
-    def from_hf(cls, model) -> BERT:
+    def from_hf(cls, model: Any) -> BERT:
         """Build a :class:`BERT` with the weights of a Hugging Face ``BertModel`` (its pooler is dropped).
 
         The name mapping lives in :func:`attn_edu.interop.bert_from_hf`.
@@ -195,7 +196,7 @@ class BertMLM(nn.Module):
         return self.head(hidden)  # (B, T, V)
 
     @classmethod
-    def from_hf(cls, model) -> BertMLM:
+    def from_hf(cls, model: Any) -> BertMLM:
         """Build a :class:`BertMLM` from a Hugging Face ``BertForMaskedLM`` (see :mod:`attn_edu.interop`)."""
         from attn_edu.interop import bert_mlm_from_hf
 

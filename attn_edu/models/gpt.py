@@ -15,7 +15,7 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -107,7 +107,7 @@ class GPT(nn.Module):
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     @classmethod
-    def from_hf(cls, model) -> GPT:
+    def from_hf(cls, model: Any) -> GPT:
         """Build a :class:`GPT` with the weights of a Hugging Face ``GPT2LMHeadModel`` (or ``GPT2Model``).
 
         The name mapping lives in :func:`attn_edu.interop.gpt_from_hf`. In ``eval()`` mode both give

@@ -17,7 +17,7 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -121,7 +121,7 @@ class Llama(nn.Module):
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     @classmethod
-    def from_hf(cls, model) -> Llama:
+    def from_hf(cls, model: Any) -> Llama:
         """Build a :class:`Llama` from a Hugging Face ``LlamaForCausalLM`` (see :func:`attn_edu.interop.llama_from_hf`)."""
         from attn_edu.interop import llama_from_hf
 

@@ -23,7 +23,7 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -241,7 +241,7 @@ class T5(nn.Module):
         return self.decode(decoder_input_ids, encoder_output, attention_mask, kv_cache=kv_cache)  # (B, T, V)
 
     @classmethod
-    def from_hf(cls, model) -> T5:
+    def from_hf(cls, model: Any) -> T5:
         """Build a :class:`T5` from a Hugging Face ``T5ForConditionalGeneration`` (see
         :func:`attn_edu.interop.t5_from_hf`)."""
         from attn_edu.interop import t5_from_hf

@@ -136,7 +136,7 @@ SOFT_LOOKUP = Exercise(
 # 01.2 Nadaraya–Watson kernel regression
 
 
-def _nw_cases(g: torch.Generator) -> list[Case]:
+def _nadaraya_watson_cases(g: torch.Generator) -> list[Case]:
     def points(n: int, scale: float = 5.0) -> torch.Tensor:
         return torch.rand(n, generator=g) * scale  # (n,)
 
@@ -156,11 +156,11 @@ def _nw_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _nw_reference(x_query, x_train, y_train, bandwidth=1.0):
+def _nadaraya_watson_reference(x_query, x_train, y_train, bandwidth=1.0):
     return retrieval.nadaraya_watson(x_query, x_train, y_train, bandwidth=bandwidth)
 
 
-def _nw_with(kernel_of_gap, dim: int = 1):
+def _nadaraya_watson_with(kernel_of_gap, dim: int = 1):
     """A Nadaraya–Watson variant: weights = kernel(x - x_i) normalised along ``dim`` (1 = over training points)."""
 
     def wrong(x_query, x_train, y_train, bandwidth=1.0):
@@ -176,27 +176,27 @@ NADARAYA_WATSON = Exercise(
     title="Nadaraya–Watson prediction: Gaussian-kernel weights over the training points",
     function_name="nadaraya_watson",
     arg_names=("x_query", "x_train", "y_train"),
-    reference=_nw_reference,
-    make_cases=_nw_cases,
+    reference=_nadaraya_watson_reference,
+    make_cases=_nadaraya_watson_cases,
     mistakes=(
         Mistake(
-            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**4))),
+            _nadaraya_watson_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**4))),
             "the bandwidth is squared twice (σ⁴): the kernel is exp(-(x - x_i)² / (2 σ²)).",
         ),
         Mistake(
-            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw))),
+            _nadaraya_watson_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw))),
             "the bandwidth is not squared: divide by 2 σ², not 2 σ.",
         ),
         Mistake(
-            _nw_with(lambda d, bw: torch.exp(-d.abs() / (2 * bw**2))),
+            _nadaraya_watson_with(lambda d, bw: torch.exp(-d.abs() / (2 * bw**2))),
             "the distance is not squared: the Gaussian kernel uses (x - x_i)².",
         ),
         Mistake(
-            _nw_with(lambda d, bw: torch.exp(-(d**2) / bw**2)),
+            _nadaraya_watson_with(lambda d, bw: torch.exp(-(d**2) / bw**2)),
             "the factor 2 is missing: the kernel is exp(-(x - x_i)² / (2 σ²)).",
         ),
         Mistake(
-            _nw_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**2)), dim=0),
+            _nadaraya_watson_with(lambda d, bw: torch.exp(-(d**2) / (2 * bw**2)), dim=0),
             "the weights are normalised over the queries (dim 0); each query's weights must sum to 1 "
             "over the training points (dim 1, the keys).",
         ),

@@ -1,0 +1,295 @@
+"""Heatmaps of ``(T, S)`` matrices: attention weights, one head or many, boolean masks and score biases.
+
+Used by notebooks 01, 02, 04, 05, 06, 09, 11, 12 and 13 and their explorers. Rows are queries
+(``T``), columns are keys (``S``). Attention weights are drawn with ``seaborn.heatmap`` on a colour
+scale that starts at 0 (no attention is always the darkest colour); masks use two colours and a
+legend that states the polarity (``True`` = may attend); a score bias, which may be negative, gets a
+diverging scale centred on 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+import torch
+from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from attn_edu._validate import check_mask, check_positive_int, check_shape
+from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
+
+# Heatmaps get their values written in each cell up to this many rows/columns; beyond it the
+# numbers overlap and the colour alone has to speak.
+ANNOTATE_MAX_SIZE = 10
+
+# Mask colours: hidden cells recede (light grey), visible cells stand out.
+MASK_COLORS = ("#d9d9d9", "#2b6cb0")
+
+
+def _cell_size(rows: int, cols: int) -> tuple[float, float]:
+    # About half an inch per token, clipped so that long sequences still fit on a screen.
+    return min(max(2.5, 0.45 * cols + 1.5), 11.0), min(max(2.0, 0.45 * rows + 1.0), 9.0)
+
+
+def _color_limits(data: np.ndarray) -> tuple[float, float]:
+    """Weights (non-negative) start the scale at 0 so that 'no attention' is always the darkest colour."""
+    low, high = float(data.min()), float(data.max())
+    if low >= 0:
+        return 0.0, high if high > 0 else 1.0
+    return low, high if high > low else low + 1.0
+
+
+def _draw_heatmap(
+    ax: Axes,
+    data: np.ndarray,
+    *,
+    annotate: bool,
+    limits: tuple[float, float],
+    query_labels: list[str] | None,
+    key_labels: list[str] | None,
+) -> QuadMesh:
+    """Draw a (T, S) matrix with ``seaborn.heatmap``: one square cell per query/key, the values written
+    in the cells when asked, token labels (or every index, when there are few) as tick labels."""
+    T, S = data.shape
+    every = max(T, S) <= 16  # every token gets a tick when there are few
+    sns.heatmap(data, ax=ax, cmap="viridis", vmin=limits[0], vmax=limits[1], cbar=False, square=True,
+                annot=annotate, fmt=".2f", annot_kws={"fontsize": 8},
+                xticklabels=key_labels if key_labels is not None else (True if every else "auto"),
+                yticklabels=query_labels if query_labels is not None else (True if every else "auto"))  # fmt: skip
+    ax.tick_params(axis="x", labelrotation=90 if key_labels is not None and len(key_labels) > 6 else 0)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax.collections[-1]
+
+
+def _grid(rows: int, cols: int, T: int, S: int) -> tuple[Figure, np.ndarray]:
+    """A ``rows × cols`` grid of panels, each about as large as one ``(T, S)`` heatmap."""
+    width, height = _cell_size(T, S)
+    return plt.subplots(
+        rows,
+        cols,
+        squeeze=False,
+        figsize=(min(cols * width, 16), min(rows * height, 14)),
+        layout="constrained",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Attention weights
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_attention(
+    weights: torch.Tensor | np.ndarray,
+    *,
+    query_labels: Sequence[Any] | None = None,
+    key_labels: Sequence[Any] | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+    annotate: bool | None = None,
+) -> Figure:
+    """Heatmap of one attention matrix: row ``t`` shows how query ``t`` spreads its attention over the keys.
+
+    Each row of a softmax attention matrix sums to 1 (a zero row is a fully masked query). The
+    colour scale starts at 0; values are written in the cells when the matrix is small
+    (``annotate=None`` means: when ``T`` and ``S`` are at most ``ANNOTATE_MAX_SIZE``).
+
+    Shapes:
+        weights ``(T, S)``; query_labels ``T`` strings, key_labels ``S`` strings.
+
+    Example:
+        >>> fig = plot_attention(torch.tensor([[1.0, 0.0], [0.4, 0.6]]), key_labels=["the", "cat"])
+        >>> len(fig.axes)                    # the heatmap and its colour bar
+        2
+        >>> plt.close(fig)
+    """
+    data, sizes = as_numbers("weights", weights, "T S")
+    T, S = sizes["T"], sizes["S"]
+    query_labels = token_labels("query_labels", query_labels, T, "T")
+    key_labels = token_labels("key_labels", key_labels, S, "S")
+    fig, ax = new_axes(ax, _cell_size(T, S))
+    if annotate is None:
+        annotate = max(T, S) <= ANNOTATE_MAX_SIZE
+    image = _draw_heatmap(
+        ax,
+        data,
+        annotate=annotate,
+        limits=_color_limits(data),
+        query_labels=query_labels,
+        key_labels=key_labels,
+    )
+    ax.set_xlabel("key (S)")
+    ax.set_ylabel("query (T)")
+    if title is not None:
+        ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="attention weight", shrink=0.8)
+    return fig
+
+
+def plot_heads(
+    weights: torch.Tensor | np.ndarray,
+    *,
+    labels: Sequence[Any] | None = None,
+    max_cols: int = 4,
+    title: str | None = None,
+) -> Figure:
+    """A grid of attention heatmaps: one per head, or one row per layer and one column per head.
+
+    All panels share one colour scale (and one colour bar), so heads can be compared by eye.
+    ``labels`` names the tokens: they label the key axis when there are ``S`` of them and the query
+    axis when there are ``T`` (both in self-attention). With ``(H, T, S)`` input the heads wrap after
+    ``max_cols`` columns; with ``(L, H, T, S)`` (``L`` layers) the grid is ``L × H``.
+
+    Shapes:
+        weights ``(H, T, S)`` or ``(L, H, T, S)``.
+
+    Example:
+        >>> fig = plot_heads(torch.softmax(torch.randn(6, 3, 3), dim=-1), max_cols=4)
+        >>> len(fig.axes)                    # six heads (two rows of 4 and 2) and one colour bar
+        7
+        >>> plt.close(fig)
+    """
+    t = as_tensor("weights", weights)
+    if t.ndim not in (3, 4):
+        raise ValueError(f"weights: expected shape (H, T, S) or (L, H, T, S), got {tuple(t.shape)}")
+    check_positive_int("max_cols", max_cols)
+    data, sizes = as_numbers("weights", t, "... H T S")
+    H, T, S = sizes["H"], sizes["T"], sizes["S"]
+    if labels is not None and (isinstance(labels, str) or len(labels) not in (T, S)):
+        count = repr(labels) if isinstance(labels, str) else f"{len(labels)} labels"
+        raise ValueError(f"labels: expected T={T} or S={S} token labels, got {count}")
+    key_labels = token_labels("labels", labels, S, "S") if labels is not None and len(labels) == S else None
+    query_labels = token_labels("labels", labels, T, "T") if labels is not None and len(labels) == T else None
+
+    if data.ndim == 3:  # heads wrap into rows of max_cols
+        cols = min(H, max_cols)
+        rows = math.ceil(H / cols)
+        panels = [((h // cols, h % cols), data[h], f"head {h}") for h in range(H)]
+    else:  # one row per layer
+        L = data.shape[0]
+        rows, cols = L, H
+        panels = [
+            ((layer, h), data[layer, h], f"layer {layer} · head {h}") for layer in range(L) for h in range(H)
+        ]
+    fig, grid = _grid(rows, cols, T, S)
+    limits = _color_limits(data)
+    used = {position for position, _, _ in panels}
+    for (r, c), head, name in panels:
+        ax = grid[r, c]
+        image = _draw_heatmap(
+            ax, head, annotate=max(T, S) <= 6, limits=limits, query_labels=query_labels, key_labels=key_labels
+        )
+        ax.set_title(name, fontsize=9)
+        if (r + 1, c) in used:  # tick labels only on the outer edge of the grid
+            ax.tick_params(labelbottom=False)
+        if c > 0:
+            ax.tick_params(labelleft=False)
+    for r in range(rows):
+        for c in range(cols):
+            if (r, c) not in used:
+                fig.delaxes(grid[r, c])
+    fig.colorbar(image, ax=[grid[r, c] for r, c in sorted(used)], label="attention weight", shrink=0.8)
+    fig.supxlabel("key (S)")
+    fig.supylabel("query (T)")
+    if title is not None:
+        fig.suptitle(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# Masks
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_mask(mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: Axes | None = None) -> Figure:
+    """Picture of a boolean mask: coloured cells may be attended, grey cells are hidden.
+
+    Row ``t`` is query ``t``, column ``s`` is key ``s``; the legend states the polarity
+    (``True`` = may attend, the convention of :mod:`attn_edu.masks`).
+
+    Shapes:
+        mask ``(T, S)`` bool.
+
+    Example:
+        >>> fig = plot_mask(torch.tril(torch.ones(3, 3, dtype=torch.bool)), title="causal")
+        >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+        ['True: may attend', 'False: hidden']
+        >>> plt.close(fig)
+    """
+    t = as_tensor("mask", mask)
+    sizes = check_shape("mask", t, "T S")
+    check_mask("mask", t)  # bool, True = may attend: the wording of every mask argument
+    T, S = sizes["T"], sizes["S"]
+    width, height = _cell_size(T, S)
+    fig, ax = new_axes(ax, (width + 1.5, height))
+    cmap = ListedColormap(list(MASK_COLORS))
+    ax.imshow(t.numpy().astype(np.int8), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+    if max(T, S) <= 32:  # thin white lines between cells make single positions countable
+        ax.set_xticks(np.arange(S + 1) - 0.5, minor=True)
+        ax.set_yticks(np.arange(T + 1) - 0.5, minor=True)
+        ax.grid(which="minor", color="white", linewidth=1)
+        ax.tick_params(which="minor", length=0)
+    if max(T, S) <= 16:
+        ax.set_xticks(range(S))
+        ax.set_yticks(range(T))
+    ax.set_xlabel("key s")
+    ax.set_ylabel("query t")
+    handles = [
+        Patch(color=MASK_COLORS[1], label="True: may attend"),
+        Patch(color=MASK_COLORS[0], label="False: hidden"),
+    ]
+    ax.legend(handles=handles, title="mask[t, s]", loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    if title is not None:
+        ax.set_title(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+# Additive score biases (T5, ALiBi)
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_score_bias(
+    bias: torch.Tensor | np.ndarray, *, max_cols: int = 4, title: str | None = None
+) -> Figure:
+    """One heatmap per head of an additive score bias (T5 buckets, ALiBi), on one shared colour scale.
+
+    A bias is added to ``q·k`` *before* the softmax, so it can be negative: the colour scale is
+    diverging and centred on 0 (white = no change to the score, blue = pushed down, red = pushed up).
+
+    Shapes:
+        bias ``(H, T, S)``.
+
+    Example:
+        >>> fig = plot_score_bias(-torch.arange(6.0).reshape(1, 2, 3).repeat(3, 1, 1))
+        >>> len(fig.axes)                    # three heads and one colour bar
+        4
+        >>> plt.close(fig)
+    """
+    data, sizes = as_numbers("bias", bias, "H T S")
+    check_positive_int("max_cols", max_cols)
+    H, T, S = sizes["H"], sizes["T"], sizes["S"]
+    cols = min(H, max_cols)
+    rows = math.ceil(H / cols)
+    fig, grid = _grid(rows, cols, T, S)
+    extent = float(np.abs(data).max()) or 1.0  # symmetric scale: 0 is white
+    for h in range(rows * cols):
+        ax = grid[h // cols, h % cols]
+        if h >= H:
+            fig.delaxes(ax)
+            continue
+        image = ax.imshow(data[h], cmap="RdBu_r", vmin=-extent, vmax=extent, interpolation="nearest")
+        ax.set_title(f"head {h}", fontsize=9)
+    fig.colorbar(image, ax=grid[:, :].ravel().tolist()[:H], label="score bias", shrink=0.8)
+    fig.supxlabel("key (S)")
+    fig.supylabel("query (T)")
+    if title is not None:
+        fig.suptitle(title)
+    return fig

@@ -1,0 +1,104 @@
+"""Attention as a soft dictionary lookup: a query reads every value, weighted by how well keys match.
+
+Used by notebook 01 and its explorer. The output is ``Σ_s w_s · v_s``: Nadaraya–Watson kernel
+regression (1964), and the additive attention of Bahdanau et al. (2015).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt  # noqa: F401 (the doctests close their figures)
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from attn_edu.viz.common import as_numbers, as_tensor, new_axes
+
+
+def plot_soft_lookup(
+    keys: torch.Tensor | np.ndarray,
+    values: torch.Tensor | np.ndarray,
+    query: torch.Tensor | np.ndarray | float,
+    weights: torch.Tensor | np.ndarray,
+    output: torch.Tensor | np.ndarray | float,
+    *,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Attention as a soft dictionary lookup: which keys the query matched, and the blended output.
+
+    The output is ``Σ_s w_s · v_s`` (Nadaraya–Watson kernel regression, 1964; Bahdanau et al., 2015).
+    With 1-D keys, each key/value pair is a point ``(k_s, v_s)`` whose opacity is its weight; the
+    weights are also drawn as bars on a second y axis; the query is a vertical line and the output a
+    star on it. With 2-D keys the keys are points in the plane sized by weight and the query a cross;
+    2-D values are drawn in the same plane, with the output as a diamond among them.
+
+    Shapes:
+        1-D: keys ``(S,)``, values ``(S,)``, query a number, weights ``(S,)``, output a number.
+        2-D: keys ``(S, 2)``, values ``(S,)`` or ``(S, 2)``, query ``(2,)``, weights ``(S,)``,
+        output a number or ``(2,)`` like one value.
+
+    Example:
+        >>> keys = torch.tensor([0.0, 1.0, 2.0]); values = torch.tensor([1.0, 3.0, 2.0])
+        >>> weights = torch.tensor([0.2, 0.6, 0.2])
+        >>> fig = plot_soft_lookup(keys, values, 1.0, weights, weights @ values)
+        >>> len(fig.axes)                    # the lookup and the twin axis of weight bars
+        2
+        >>> plt.close(fig)
+    """
+    k = as_tensor("keys", keys)
+    if k.ndim == 2 and k.shape[1] == 1:
+        k = k[:, 0]  # (S,)
+    if k.ndim == 1:
+        key_dim, (k_np, sizes) = 1, as_numbers("keys", k, "S")
+    else:
+        key_dim, (k_np, sizes) = 2, as_numbers("keys", k, "S 2")
+    S = sizes["S"]
+    w, _ = as_numbers("weights", weights, "S", S=S)
+    v = as_tensor("values", values)
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v[:, 0]  # (S,)
+    v_np, _ = as_numbers("values", v, "S" if v.ndim == 1 or key_dim == 1 else "S 2", S=S)
+    q, _ = as_numbers("query", as_tensor("query", query).reshape(-1), str(key_dim))
+    out, _ = as_numbers("output", as_tensor("output", output).reshape(-1), "1" if v_np.ndim == 1 else "2")
+    fig, ax = new_axes(ax, (6.0, 4.0))
+    alpha = 0.15 + 0.85 * w / max(float(w.max()), 1e-12)  # the most-read key is fully opaque
+
+    if key_dim == 1:
+        colors = np.zeros((S, 4))
+        colors[:, 2], colors[:, 3] = 0.7, alpha  # blue points, opacity = weight
+        ax.scatter(k_np, v_np, s=50, c=colors, label="key/value pairs (opacity = weight)")
+        ax.axvline(q[0], color="crimson", linestyle="--", label=f"query = {q[0]:.2f}")
+        ax.scatter(
+            [q[0]], [out[0]], marker="*", s=250, color="crimson", zorder=3, label=f"output = {out[0]:.2f}"
+        )
+        ax.set_xlabel("key")
+        ax.set_ylabel("value")
+        bars = ax.twinx()
+        gaps = np.diff(np.sort(k_np))
+        width = 0.8 * float(gaps[gaps > 0].min()) if (gaps > 0).any() else 0.5
+        bars.bar(k_np, w, width=width, color="grey", alpha=0.3)
+        bars.set_ylim(0, 1.0 if w.max() <= 1 else float(w.max()) * 1.1)
+        bars.set_ylabel("weight (bars)")
+        ax.set_zorder(bars.get_zorder() + 1)  # points and markers in front of the bars
+        ax.patch.set_visible(False)
+    else:
+        ax.scatter(k_np[:, 0], k_np[:, 1], s=30 + 400 * w, c=w, cmap="Blues", vmin=0, edgecolors="black",
+                   label="keys (size = weight)")  # fmt: skip
+        ax.scatter([q[0]], [q[1]], marker="X", s=200, color="crimson", label="query")
+        if v_np.ndim == 2:
+            ax.scatter(v_np[:, 0], v_np[:, 1], marker="s", color="darkorange", alpha=0.3 + 0.7 * alpha / alpha.max(),
+                       label="values")  # fmt: skip
+            ax.scatter([out[0]], [out[1]], marker="D", s=150, color="darkorange", edgecolors="black",
+                       label="output = Σ w·v")  # fmt: skip
+        else:
+            for (x, y), value in zip(k_np, v_np):
+                ax.annotate(f"{value:.2g}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+            ax.plot([], [], " ", label=f"output = {out[0]:.2f}")
+        ax.set_xlabel("feature 0")
+        ax.set_ylabel("feature 1")
+        ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(loc="best", fontsize=8)
+    if title is not None:
+        ax.set_title(title)
+    return fig

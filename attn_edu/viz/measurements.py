@@ -1,0 +1,195 @@
+"""Measured numbers: curves over a shared x axis, histograms of samples, and probability distributions.
+
+Used by most notebooks (variance against ``d_k`` in 03, gradient norms against depth in 08, times against
+sequence length in 10-12...) and by the explorers of 02, 03, 08 and 10. A curve measured over several
+seeds is drawn as its median with a band from the lowest to the highest run, so a claim that holds
+across seeds is seen to hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt  # noqa: F401 (the doctests close their figures)
+import numpy as np
+import seaborn as sns
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from attn_edu._validate import check_positive_int
+from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
+
+
+def _curve(name: str, y: Any, N: int) -> np.ndarray:
+    """One curve ``(N,)``, or several runs of it ``(runs, N)`` (one row per seed)."""
+    t = as_tensor(name, y)
+    if t.ndim > 2:
+        raise ValueError(f"{name}: expected shape (N) or (runs, N) with N={N}, got {tuple(t.shape)}")
+    if t.ndim < 2:
+        return as_numbers(name, t, "N", N=N)[0]
+    runs, _ = as_numbers(name, t, "runs N", N=N)
+    if runs.shape[0] == 0:
+        raise ValueError(f"{name}: expected at least one run, got shape {tuple(t.shape)}")
+    return runs
+
+
+def plot_curves(
+    x: Sequence[float] | torch.Tensor | np.ndarray,
+    ys: Mapping[str, Sequence[float] | Sequence[Sequence[float]] | torch.Tensor | np.ndarray],
+    *,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Line plot of measured curves that share one x axis (variance vs d_k, loss vs step, time vs N).
+
+    Each value of ``ys`` is one curve, or several runs of it (e.g. one row per seed). Runs are drawn
+    as their median with a band from the lowest to the highest run (``seaborn.lineplot`` with
+    ``estimator="median", errorbar=("pi", 100)``), aggregated over the runs at each x (in x order).
+
+    Shapes:
+        x ``(N,)``; each value of ``ys`` ``(N,)`` or ``(runs, N)``.
+
+    Example:
+        >>> fig = plot_curves([1, 2, 4], {"measured": [1.0, 2.1, 3.9]}, xlabel="d_k", ylabel="Var(q·k)", logx=True)
+        >>> fig.axes[0].get_xscale()
+        'log'
+        >>> plt.close(fig)
+
+        Three seeds, one row each: the line is their median, the band spans them.
+
+        >>> seeds = [[1.0, 2.0, 4.1], [1.2, 1.9, 3.8], [0.9, 2.2, 4.0]]
+        >>> fig = plot_curves([1, 2, 4], {"3 seeds": seeds}, xlabel="d_k", ylabel="Var(q·k)")
+        >>> fig.axes[0].get_lines()[0].get_ydata().tolist()
+        [1.0, 2.0, 4.0]
+        >>> len(fig.axes[0].collections)    # the band
+        1
+        >>> plt.close(fig)
+    """
+    xs, sizes = as_numbers("x", x, "N")
+    if not isinstance(ys, Mapping) or not ys:
+        raise ValueError(
+            f"ys: expected a non-empty dict {{name: values of shape (N,)}}, got {type(ys).__name__}"
+        )
+    curves = {str(name): _curve(f"ys[{name!r}]", y, sizes["N"]) for name, y in ys.items()}
+    if logx and (xs <= 0).any():
+        raise ValueError(f"x: expected positive values for logx=True, got min {xs.min()}")
+    if logy:
+        for name, y in curves.items():
+            if (y <= 0).any():
+                raise ValueError(f"ys[{name!r}]: expected positive values for logy=True, got min {y.min()}")
+    fig, ax = new_axes(ax, (5.5, 3.5))
+    marker = "o" if sizes["N"] <= 20 else None
+    for name, y in curves.items():
+        if y.ndim == 1:
+            ax.plot(xs, y, marker=marker, label=name)
+        else:  # runs: one long table of (x, y) points, aggregated at each x
+            runs = y.shape[0]
+            sns.lineplot(x=np.tile(xs, runs), y=y.reshape(-1), estimator="median", errorbar=("pi", 100),
+                         marker=marker, label=name, legend=False, ax=ax)  # fmt: skip
+    # Scales are set after drawing, so the median of the runs is taken in data space.
+    ax.set_xscale("log" if logx else "linear")
+    ax.set_yscale("log" if logy else "linear")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title is not None:
+        ax.set_title(title)
+    return fig
+
+
+def plot_histograms(
+    samples: Mapping[str, Sequence[float] | torch.Tensor | np.ndarray],
+    *,
+    xlabel: str,
+    bins: int = 30,
+    logy: bool = False,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Overlaid histograms of a few samples on shared bins (e.g. softmax weights with and without 1/√d_k).
+
+    Drawn with ``seaborn.histplot``, one call per sample on the same bin edges, so bars of equal
+    width can be compared directly. With ``logy=True`` empty bins simply have no bar.
+
+    Shapes:
+        each value of ``samples`` holds numbers of any shape; they are flattened.
+
+    Example:
+        >>> fig = plot_histograms({"a": [0.1, 0.2, 0.2], "b": [0.5, 0.9]}, xlabel="weight", bins=4)
+        >>> [bars.datavalues.tolist() for bars in fig.axes[0].containers]   # counts per bin
+        [[3, 0, 0, 0], [0, 0, 1, 1]]
+        >>> plt.close(fig)
+    """
+    if not isinstance(samples, Mapping) or not samples:
+        raise ValueError(f"samples: expected a non-empty dict {{name: values}}, got {type(samples).__name__}")
+    check_positive_int("bins", bins)
+    data = {}
+    for name, values in samples.items():
+        flat = as_tensor(f"samples[{name!r}]", values).reshape(-1)
+        data[str(name)] = as_numbers(f"samples[{name!r}]", flat, "N")[0]
+        if data[str(name)].size == 0:
+            raise ValueError(f"samples[{name!r}]: expected at least one value, got none")
+    low = min(float(v.min()) for v in data.values())
+    high = max(float(v.max()) for v in data.values())
+    edges = np.linspace(low, high if high > low else low + 1.0, bins + 1)  # shared bins: comparable bars
+    fig, ax = new_axes(ax, (5.5, 3.5))
+    for name, values in data.items():
+        sns.histplot(x=values, bins=edges, stat="count", alpha=0.55, label=name, ax=ax)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    ax.legend(fontsize=8)
+    if title is not None:
+        ax.set_title(title)
+    return fig
+
+
+def plot_distribution(
+    probs: torch.Tensor | np.ndarray | Sequence[float],
+    *,
+    labels: Sequence[Any] | None = None,
+    reference: torch.Tensor | np.ndarray | Sequence[float] | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Bar chart of a probability distribution over tokens, optionally over an outlined ``reference``.
+
+    Used for sampling: ``reference`` is the plain softmax, the bars what is left after temperature,
+    top-k and top-p.
+
+    Shapes:
+        probs ``(V,)``; reference ``(V,)``; labels ``V`` strings.
+
+    Example:
+        >>> fig = plot_distribution([0.7, 0.2, 0.1], labels=["a", "b", "c"])
+        >>> [round(float(bar.get_height()), 1) for bar in fig.axes[0].patches]
+        [0.7, 0.2, 0.1]
+        >>> plt.close(fig)
+    """
+    p, sizes = as_numbers("probs", probs, "V")
+    if (p < 0).any():
+        raise ValueError(f"probs: expected non-negative probabilities, got min {p.min()}")
+    ref = None if reference is None else as_numbers("reference", reference, "V", V=sizes["V"])[0]
+    names = token_labels("labels", labels, sizes["V"], "V")
+    fig, ax = new_axes(ax, (min(max(4.0, 0.35 * sizes["V"] + 1.5), 12.0), 3.5))
+    positions = np.arange(sizes["V"])
+    ax.bar(positions, p, color="#2b6cb0", label="probability")
+    if ref is not None:
+        ax.bar(positions, ref, fill=False, edgecolor="grey", linestyle="--", label="reference")
+        ax.legend(fontsize=8)
+    if names is not None:
+        ax.set_xticks(positions, names, rotation=90 if sizes["V"] > 8 else 0)
+    ax.set_xlabel("token")
+    ax.set_ylabel("probability")
+    ax.set_ylim(0, max(1e-9, float(p.max()), 0.0 if ref is None else float(ref.max())) * 1.1)
+    if title is not None:
+        ax.set_title(title)
+    return fig
