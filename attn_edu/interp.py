@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
+from attn_edu.attention import attention_entropy
 from attn_edu.multihead import MultiHeadAttention
 
 
@@ -95,6 +96,92 @@ def first_token_score(weights: torch.Tensor) -> torch.Tensor:
     check_floating("weights", weights)
     check_shape("weights", weights, "B H T S")
     return weights[..., 0].float().mean(dim=(0, 2))  # (H,)
+
+
+def _query_weights(weights: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """``(B, T)`` float: 1 for the queries a score averages over (the real tokens), 0 for padding."""
+    B, _, T, S = check_shape("weights", weights, "B H T S").values()
+    if attention_mask is None:
+        return torch.ones(B, T, device=weights.device)
+    check_shape("attention_mask", attention_mask, "B S", B=B, S=S)
+    return attention_mask[:, S - T :].to(torch.float32)  # (B, T): queries are the last T positions
+
+
+def relative_position_score(
+    weights: torch.Tensor, offset: int, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean weight each head puts on the key ``offset`` positions from the query (−1: previous, +1: next).
+
+    For real sentences in a padded batch, pass the batch's ``attention_mask`` (1 = real token): only real
+    queries whose key at that offset is real count. Queries sit bottom-right (query ``t`` at position
+    ``S − T + t``), as everywhere in the course.
+
+    Shapes:
+        weights ``(B, H, T, S)``, attention_mask ``(B, S)``; returns ``(H,)``.
+
+    Example:
+        >>> w = torch.eye(4)[None, None].roll(1, dims=-1)          # every query reads the next key
+        >>> relative_position_score(w, +1), relative_position_score(w, -1)
+        (tensor([1.]), tensor([0.]))
+    """
+    check_floating("weights", weights)
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise ValueError(f"offset: expected an int (−1 previous token, +1 next), got {offset!r}")
+    B, H, T, S = check_shape("weights", weights, "B H T S").values()
+    real = _query_weights(weights, attention_mask)  # (B, T)
+    keys = torch.arange(T, device=weights.device) + (S - T) + offset  # (T,) the key each query is scored on
+    inside = (keys >= 0) & (keys < S)  # (T,)
+    if not bool(inside.any()):
+        raise ValueError(f"offset: {offset} puts every key outside 0 .. S - 1 = {S - 1}")
+    keys = keys.clamp(0, S - 1)
+    picked = weights.float().gather(-1, keys.expand(B, H, T)[..., None]).squeeze(-1)  # (B, H, T)
+    valid = real * inside  # (B, T)
+    if attention_mask is not None:
+        valid = valid * attention_mask.to(torch.float32).gather(1, keys.expand(B, T))  # the key is real too
+    count = valid.sum().clamp(min=1.0)
+    return (picked * valid[:, None]).sum(dim=(0, 2)) / count  # (H,)
+
+
+def key_set_score(
+    weights: torch.Tensor, is_key: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean total weight each head puts on a set of keys (``[CLS]``, ``[SEP]``, punctuation, ...).
+
+    ``is_key[b, s]`` marks the keys of the set; the score averages, over the real queries, the weight that
+    falls on them. Uniform attention over ``n`` real keys of which ``k`` are in the set scores ``k / n``.
+
+    Shapes:
+        weights ``(B, H, T, S)``, is_key ``(B, S)`` bool, attention_mask ``(B, S)``; returns ``(H,)``.
+
+    Example:
+        >>> w = torch.full((1, 2, 3, 3), 1 / 3)
+        >>> key_set_score(w, torch.tensor([[True, False, False]]))   # uniform: 1 key of 3
+        tensor([0.3333, 0.3333])
+    """
+    check_floating("weights", weights)
+    B, H, T, S = check_shape("weights", weights, "B H T S").values()
+    check_shape("is_key", is_key, "B S", B=B, S=S)
+    if is_key.dtype != torch.bool:
+        raise ValueError(f"is_key: expected a bool tensor (True = in the set), got dtype {is_key.dtype}")
+    real = _query_weights(weights, attention_mask)  # (B, T)
+    on_set = (weights.float() * is_key[:, None, None, :]).sum(-1)  # (B, H, T)
+    return (on_set * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1.0)  # (H,)
+
+
+def head_entropy(weights: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean entropy (nats) of each head's rows over the real queries: high for broad heads, 0 for one-hot ones.
+
+    Shapes:
+        weights ``(B, H, T, S)``, attention_mask ``(B, S)``; returns ``(H,)``.
+
+    Example:
+        >>> head_entropy(torch.full((1, 1, 4, 4), 0.25))          # uniform over 4 keys: log 4
+        tensor([1.3863])
+    """
+    check_floating("weights", weights)
+    real = _query_weights(weights, attention_mask)  # (B, T)
+    rows = attention_entropy(weights.float())  # (B, H, T)
+    return (rows * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1.0)  # (H,)
 
 
 def attention_layers(model: nn.Module) -> list[MultiHeadAttention]:

@@ -13,10 +13,13 @@ from attn_edu.interp import (
     first_token_score,
     gate_heads,
     head_ablation,
+    head_entropy,
     head_masks_in_order,
     induction_score,
+    key_set_score,
     previous_token_score,
     pruning_masks,
+    relative_position_score,
 )
 from attn_edu.masks import causal_mask
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
@@ -227,3 +230,48 @@ def test_head_masks_in_order_refuses_bad_orders():
             head_masks_in_order(bad, 2, 2)
     with pytest.raises(ValueError, match="importance: expected shape"):
         pruning_masks(torch.zeros(4))
+
+
+def _padded_weights(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([5, 3])
+    mask = (torch.arange(5)[None, :] < lengths[:, None]).long()  # (B, S) 1 = real token
+    scores = torch.randn(2, 3, 5, 5, generator=g).masked_fill(mask[:, None, None, :] == 0, float("-inf"))
+    return scores.softmax(-1), mask  # (B, H, T, S)
+
+
+@pytest.mark.parametrize("offset", [-2, -1, 1, 2])
+def test_relative_position_score_by_loop_on_a_padded_batch(offset):
+    weights, mask = _padded_weights()
+    total, count = torch.zeros(3), 0
+    for b in range(2):
+        for t in range(5):
+            s = t + offset
+            if mask[b, t] and 0 <= s < 5 and mask[b, s]:
+                total += weights[b, :, t, s]
+                count += 1
+    torch.testing.assert_close(relative_position_score(weights, offset, mask), total / count)
+    assert relative_position_score(weights, -1, mask).equal(
+        relative_position_score(weights, -1, mask)
+    )  # deterministic
+
+
+def test_key_set_score_and_head_entropy_by_loop_on_a_padded_batch():
+    weights, mask = _padded_weights(1)
+    is_key = torch.zeros(2, 5, dtype=torch.bool)
+    is_key[:, 0] = True  # [CLS]
+    is_key[0, 4] = is_key[1, 2] = True  # [SEP]: the last real token
+    on_set, entropy, count = torch.zeros(3), torch.zeros(3), 0
+    for b in range(2):
+        for t in range(5):
+            if mask[b, t]:
+                on_set += (weights[b, :, t] * is_key[b]).sum(-1)
+                p = weights[b, :, t]
+                entropy += -(p * p.clamp(min=1e-30).log()).sum(-1)
+                count += 1
+    torch.testing.assert_close(key_set_score(weights, is_key, mask), on_set / count)
+    torch.testing.assert_close(head_entropy(weights, mask), entropy / count)
+    with pytest.raises(ValueError, match="is_key: expected a bool tensor"):
+        key_set_score(weights, is_key.long(), mask)
+    with pytest.raises(ValueError, match="offset: expected an int"):
+        relative_position_score(weights, 1.0, mask)
