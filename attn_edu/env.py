@@ -34,7 +34,7 @@ PACKAGES: tuple[tuple[str, str, str, bool, str], ...] = (
     ("torch", "torch", "2.4", True, "every notebook"),
     ("numpy", "numpy", "1.24", True, "every notebook"),
     ("matplotlib", "matplotlib", "3.7", True, "plots"),
-    ("seaborn", "seaborn", "0.13", True, "heatmaps, histograms and curves over seeds"),
+    ("seaborn", "seaborn", "0.13", True, "histograms and curves over seeds"),
     ("ipywidgets", "ipywidgets", "8.1", True, "interactive widgets"),
     ("jupyterlab", "jupyterlab", "4.0", True, "the course UI"),
     ("tqdm", "tqdm", "4.66", True, "progress bars"),

@@ -33,12 +33,12 @@ def image_of(ax) -> np.ndarray:
 
 
 def cells_of(ax) -> np.ndarray:
-    """The numbers behind a seaborn heatmap (a mesh of cells, not an image)."""
-    return np.asarray(ax.collections[0].get_array())
+    """The numbers behind a heatmap (drawn with imshow: the seaborn mesh was three times slower to draw)."""
+    return image_of(ax)
 
 
 def heatmaps_of(fig) -> list:
-    return [ax for ax in fig.axes if ax.collections and ax.get_title()]  # not the (untitled) colour bar
+    return [ax for ax in fig.axes if ax.images and ax.get_title()]  # not the (untitled) colour bar
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_plot_attention_shows_the_weights_with_tokens_and_values():
     assert "key" in heatmap.get_xlabel() and "query" in heatmap.get_ylabel()
     written = sorted(t.get_text() for t in heatmap.texts)  # small matrix: every value is written
     assert written == sorted(f"{v:.2f}" for v in weights.flatten().tolist())
-    assert heatmap.collections[0].get_clim() == (
+    assert heatmap.images[0].get_clim() == (
         0.0,
         pytest.approx(float(weights.max())),
     )  # scale starts at 0
@@ -136,10 +136,10 @@ def test_plot_heads_wraps_heads_and_shares_one_scale():
     for h, ax in enumerate(heads):
         assert ax.get_title() == f"head {h}"
         np.testing.assert_allclose(cells_of(ax), weights[h].numpy(), rtol=1e-6)
-        assert ax.collections[0].get_clim() == heads[0].collections[0].get_clim()
+        assert ax.images[0].get_clim() == heads[0].images[0].get_clim()
     assert [t.get_text() for t in heads[0].get_yticklabels()] == tokens
     assert fig.get_suptitle() == "six heads"
-    assert heads[0].collections[0].get_clim()[1] == pytest.approx(float(weights.max()))
+    assert heads[0].images[0].get_clim()[1] == pytest.approx(float(weights.max()))
 
 
 def test_plot_heads_layer_by_head_grid():

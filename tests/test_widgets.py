@@ -260,9 +260,7 @@ def test_head_explorer_shows_the_selected_head():
     ex.set(layer=1, head=2)
     torch.testing.assert_close(ex.state["weights"], layers[1][2])
     heatmap = ex.figure.axes[0]
-    np.testing.assert_allclose(
-        np.asarray(heatmap.collections[0].get_array()), layers[1][2].numpy(), rtol=1e-6
-    )
+    np.testing.assert_allclose(np.asarray(heatmap.images[0].get_array()), layers[1][2].numpy(), rtol=1e-6)
     assert heatmap.get_title() == "layer 1, head 2"
     assert [t.get_text() for t in heatmap.get_xticklabels()] == list("abcd")
     ex.controls["head"].value = 0
@@ -428,7 +426,7 @@ def test_shape_explorer_tracks_shapes_and_causal_rows() -> None:
     ex.set(T=3, S=7, D=16)
     shapes = ex.state["shapes"]
     assert shapes["q"] == (2, 4, 3, 16) and shapes["k"] == (2, 4, 7, 16) and shapes["weights"] == (2, 4, 3, 7)
-    assert ex.figure.axes[0].collections[0].get_array().shape == (3, 7)
+    assert ex.figure.axes[0].images[0].get_array().shape == (3, 7)
     ex.set(causal=True)
     w = ex.state["weights"]
     assert torch.equal(w[0, 0] > 0, causal_mask(3, 7))  # bottom-right: the last query sees every key

@@ -20,7 +20,7 @@ The files, by kind of figure in course order (import every name from here:
     sequences.py     plot_token_rows                                             (nb 09)
     flash.py         plot_online_softmax                                         (nb 12)
 
-matplotlib draws every figure; seaborn draws the attention heatmaps, the histograms and the bands over runs.
+matplotlib draws every figure; seaborn draws the histograms and the bands over runs.
 """
 
 # In course order, as in the list above, not alphabetical.

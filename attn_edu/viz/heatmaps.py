@@ -1,10 +1,9 @@
 """Heatmaps of ``(T, S)`` matrices: attention weights, one head or many, boolean masks and score biases.
 
 Used by notebooks 01, 02, 04, 05, 06, 09, 11, 12 and 13 and their explorers. Rows are queries
-(``T``), columns are keys (``S``). Attention weights are drawn with ``seaborn.heatmap`` on a colour
-scale that starts at 0 (no attention is always the darkest colour); masks use two colours and a
-legend that states the polarity (``True`` = may attend); a score bias, which may be negative, gets a
-diverging scale centred on 0.
+(``T``), columns are keys (``S``). Weights share a colour scale that starts at 0 (no attention is
+always the darkest colour); masks use two colours and a legend that states the polarity (``True`` =
+may attend); a score bias, which may be negative, gets a diverging scale centred on 0.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 import torch
 from matplotlib.axes import Axes
-from matplotlib.collections import QuadMesh
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -39,6 +36,13 @@ def _cell_size(rows: int, cols: int) -> tuple[float, float]:
     return min(max(2.5, 0.45 * cols + 1.5), 11.0), min(max(2.0, 0.45 * rows + 1.0), 9.0)
 
 
+def _set_token_ticks(ax: Axes, query_labels: list[str] | None, key_labels: list[str] | None) -> None:
+    if key_labels is not None:
+        ax.set_xticks(range(len(key_labels)), key_labels, rotation=90 if len(key_labels) > 6 else 0)
+    if query_labels is not None:
+        ax.set_yticks(range(len(query_labels)), query_labels)
+
+
 def _color_limits(data: np.ndarray) -> tuple[float, float]:
     """Weights (non-negative) start the scale at 0 so that 'no attention' is always the darkest colour."""
     low, high = float(data.min()), float(data.max())
@@ -47,26 +51,21 @@ def _color_limits(data: np.ndarray) -> tuple[float, float]:
     return low, high if high > low else low + 1.0
 
 
-def _draw_heatmap(
-    ax: Axes,
-    data: np.ndarray,
-    *,
-    annotate: bool,
-    limits: tuple[float, float],
-    query_labels: list[str] | None,
-    key_labels: list[str] | None,
-) -> QuadMesh:
-    """Draw a (T, S) matrix with ``seaborn.heatmap``: one square cell per query/key, the values written
-    in the cells when asked, token labels (or every index, when there are few) as tick labels."""
+def _draw_heatmap(ax: Axes, data: np.ndarray, *, annotate: bool, limits: tuple[float, float]) -> Any:
+    """Draw a (T, S) matrix as an image with one cell per query/key; write the values when asked."""
+    image = ax.imshow(data, cmap="viridis", vmin=limits[0], vmax=limits[1], interpolation="nearest")
     T, S = data.shape
-    every = max(T, S) <= 16  # every token gets a tick when there are few
-    sns.heatmap(data, ax=ax, cmap="viridis", vmin=limits[0], vmax=limits[1], cbar=False, square=True,
-                annot=annotate, fmt=".2f", annot_kws={"fontsize": 8},
-                xticklabels=key_labels if key_labels is not None else (True if every else "auto"),
-                yticklabels=query_labels if query_labels is not None else (True if every else "auto"))  # fmt: skip
-    ax.tick_params(axis="x", labelrotation=90 if key_labels is not None and len(key_labels) > 6 else 0)
-    ax.tick_params(axis="y", labelrotation=0)
-    return ax.collections[-1]
+    if annotate:
+        for t in range(T):
+            for s in range(S):
+                r, g, b, _ = image.cmap(image.norm(data[t, s]))
+                light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5  # dark text on light cells
+                ax.text(s, t, f"{data[t, s]:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if light else "white")  # fmt: skip
+    if max(T, S) <= 16:  # every token gets a tick when there are few
+        ax.set_xticks(range(S))
+        ax.set_yticks(range(T))
+    return image
 
 
 def _grid(rows: int, cols: int, T: int, S: int) -> tuple[Figure, np.ndarray]:
@@ -117,14 +116,8 @@ def plot_attention(
     fig, ax = new_axes(ax, _cell_size(T, S))
     if annotate is None:
         annotate = max(T, S) <= ANNOTATE_MAX_SIZE
-    image = _draw_heatmap(
-        ax,
-        data,
-        annotate=annotate,
-        limits=_color_limits(data),
-        query_labels=query_labels,
-        key_labels=key_labels,
-    )
+    image = _draw_heatmap(ax, data, annotate=annotate, limits=_color_limits(data))
+    _set_token_ticks(ax, query_labels, key_labels)
     ax.set_xlabel("key (S)")
     ax.set_ylabel("query (T)")
     if title is not None:
@@ -183,9 +176,8 @@ def plot_heads(
     used = {position for position, _, _ in panels}
     for (r, c), head, name in panels:
         ax = grid[r, c]
-        image = _draw_heatmap(
-            ax, head, annotate=max(T, S) <= 6, limits=limits, query_labels=query_labels, key_labels=key_labels
-        )
+        image = _draw_heatmap(ax, head, annotate=max(T, S) <= 6, limits=limits)
+        _set_token_ticks(ax, query_labels, key_labels)
         ax.set_title(name, fontsize=9)
         if (r + 1, c) in used:  # tick labels only on the outer edge of the grid
             ax.tick_params(labelbottom=False)
