@@ -10,6 +10,9 @@ holding the token wherever the model is scored and ``-100`` elsewhere (the promp
   task on which induction heads appear (Olsson et al., 2022; Elhage et al., 2021); train on
   :func:`induction_task`, which varies ``n``.
 
+One hand-written set for a real model: :func:`paraphrase_triples`, sentences for a paraphrase test of a
+pretrained sentence encoder (notebook 13).
+
 Shapes:
     input_ids and labels ``(B, T)``.
 """
@@ -246,3 +249,225 @@ def induction_task(
         raise ValueError(f"min_length: expected <= max_length={max_length}, got {min_length}")
     length = int(torch.randint(min_length, max_length + 1, (1,), generator=generator))
     return repeated_sequences(batch_size, length, vocab_size=vocab_size, generator=generator)
+
+
+# Sentence triples for a paraphrase test on a real sentence encoder (notebook 13). Written for this course.
+_PARAPHRASE_TRIPLES: tuple[tuple[str, str, str], ...] = (
+    ("The dog bit the man.", "The man was bitten by the dog.", "The dog bit the ball."),
+    (
+        "She sold her car to her brother.",
+        "Her brother bought the car from her.",
+        "She sold her house to a stranger.",
+    ),
+    (
+        "The meeting was moved to Friday.",
+        "They rescheduled the meeting for Friday.",
+        "The piano was moved on Friday.",
+    ),
+    ("He forgot to lock the door.", "He left the door unlocked by mistake.", "He forgot to paint the door."),
+    (
+        "The train left before we arrived.",
+        "We got to the station after the train had gone.",
+        "The train was cleaned before we arrived.",
+    ),
+    (
+        "The soup is too hot to eat.",
+        "The soup has to cool down before anyone can eat it.",
+        "The soup is too salty to eat.",
+    ),
+    ("Anna taught Ben to swim.", "Ben learned swimming from Anna.", "Anna taught Ben to cook."),
+    (
+        "I rarely drink coffee at night.",
+        "I hardly ever have coffee in the evening.",
+        "I rarely read the news at night.",
+    ),
+    (
+        "The shop closes at six.",
+        "The store shuts its doors at six o'clock.",
+        "The shop sells six kinds of cheese.",
+    ),
+    (
+        "The cat is sleeping under the table.",
+        "Beneath the table, the cat is asleep.",
+        "The cat is eating under the table.",
+    ),
+    ("My sister is older than me.", "I am younger than my sister.", "My sister is richer than me."),
+    (
+        "The company hired ten new engineers.",
+        "Ten engineers joined the firm as new employees.",
+        "The company bought ten new trucks.",
+    ),
+    (
+        "The bridge was closed because of the storm.",
+        "The storm forced them to shut the bridge.",
+        "The bridge was painted because of the rust.",
+    ),
+    (
+        "Tom lent Maria fifty euros.",
+        "Maria borrowed fifty euros from Tom.",
+        "Tom paid Maria fifty euros for her bike.",
+    ),
+    (
+        "The children played outside all afternoon.",
+        "The kids spent the whole afternoon playing outdoors.",
+        "The children studied maths all afternoon.",
+    ),
+    (
+        "The flight was delayed by two hours.",
+        "The plane took off two hours late.",
+        "The flight attendant worked for two hours.",
+    ),
+    (
+        "She quit her job last spring.",
+        "Last spring she resigned from her position.",
+        "She planted her garden last spring.",
+    ),
+    (
+        "The teacher praised the student.",
+        "The student was complimented by the teacher.",
+        "The teacher phoned the student.",
+    ),
+    (
+        "It is raining, so the match is off.",
+        "The game has been called off because of the rain.",
+        "It is raining, so the roof is leaking.",
+    ),
+    (
+        "The museum is free on Sundays.",
+        "On Sundays you can visit the museum without paying.",
+        "The museum is crowded on Sundays.",
+    ),
+    ("He cannot stand loud music.", "He hates noisy music.", "He cannot play loud music."),
+    ("The printer is out of paper.", "There is no paper left in the printer.", "The printer is out of ink."),
+    ("The police caught the thief.", "The thief was arrested by the police.", "The police lost the thief."),
+    (
+        "My phone battery died during the call.",
+        "The call ended when my phone ran out of power.",
+        "My phone screen cracked during the call.",
+    ),
+    (
+        "The baby finally fell asleep.",
+        "At last the infant went to sleep.",
+        "The baby finally ate her dinner.",
+    ),
+    (
+        "The river flooded the village.",
+        "Water from the river covered the village.",
+        "The river divides the village.",
+    ),
+    (
+        "Sam arrived late to the party.",
+        "Sam got to the party after it had started.",
+        "Sam brought a cake to the party.",
+    ),
+    ("Only members may use the pool.", "The pool is reserved for members.", "Only members may use the gym."),
+    (
+        "The parcel arrived a day early.",
+        "The package was delivered one day ahead of schedule.",
+        "The parcel was damaged a day ago.",
+    ),
+    ("Lisa is afraid of spiders.", "Spiders frighten Lisa.", "Lisa is fond of spiders."),
+    (
+        "The price of bread went up.",
+        "Bread has become more expensive.",
+        "The smell of bread filled the room.",
+    ),
+    (
+        "He apologised to his neighbour.",
+        "He told his neighbour that he was sorry.",
+        "He waved to his neighbour.",
+    ),
+    (
+        "The library lends books for three weeks.",
+        "You can borrow a book from the library for three weeks.",
+        "The library was closed for three weeks.",
+    ),
+    (
+        "Most of the guests left early.",
+        "The majority of the visitors went home early.",
+        "Most of the guests ate fish.",
+    ),
+    (
+        "The car would not start this morning.",
+        "This morning the engine refused to turn over.",
+        "The car was washed this morning.",
+    ),
+    (
+        "The doctor told him to rest.",
+        "He was advised by the doctor to take it easy.",
+        "The doctor told him a joke.",
+    ),
+    (
+        "We walked home because the bus was full.",
+        "The bus was packed, so we went home on foot.",
+        "We walked home because the night was warm.",
+    ),
+    (
+        "The glass fell off the shelf and broke.",
+        "The glass dropped from the shelf and shattered.",
+        "The glass stood on the shelf and sparkled.",
+    ),
+    (
+        "The winter here is long and dark.",
+        "Winters in this place last a long time and get little light.",
+        "The road here is long and narrow.",
+    ),
+    (
+        "She answered every question correctly.",
+        "She got all of the questions right.",
+        "She asked every question politely.",
+    ),
+    ("The movie was boring.", "The film was dull.", "The movie was in French."),
+    (
+        "The lake freezes in January.",
+        "In January the lake turns to ice.",
+        "The lake is stocked with trout in January.",
+    ),
+    (
+        "The nurse helped the old man stand up.",
+        "The elderly man got to his feet with the nurse's help.",
+        "The nurse helped the old man write a letter.",
+    ),
+    (
+        "Paul is taller than his father.",
+        "Paul's father is shorter than him.",
+        "Paul is talking to his father.",
+    ),
+    ("Nobody came to the meeting.", "The meeting had no attendees.", "Nobody spoke at the meeting."),
+    (
+        "The exam was easier than expected.",
+        "The test turned out to be less difficult than we thought.",
+        "The exam was longer than expected.",
+    ),
+    ("The mechanic fixed my bike.", "My bicycle was repaired by the mechanic.", "The mechanic sold my bike."),
+    (
+        "I will call you after lunch.",
+        "Once I have eaten lunch, I will phone you.",
+        "I will cook for you after lunch.",
+    ),
+    ("The garden needs water.", "The plants in the garden are thirsty.", "The garden needs a fence."),
+    (
+        "The kitchen is next to the living room.",
+        "The living room is beside the kitchen.",
+        "The kitchen is bigger than the living room.",
+    ),
+)
+
+
+def paraphrase_triples() -> tuple[tuple[str, str, str], ...]:
+    """Fifty ``(anchor, paraphrase, distractor)`` sentence triples, written for this course.
+
+    The paraphrase says what the anchor says in other words; the distractor keeps the anchor's frame and
+    most of its words but changes one or two of them, and with them the meaning ("The dog bit the man." /
+    "The man was bitten by the dog." / "The dog bit the ball."). A sentence encoder passes a triple when
+    the paraphrase is closer to the anchor than the distractor is. In every triple the distractor shares
+    at least as many of the anchor's words as the paraphrase does (in 37 of 50, more), so a model that
+    only counted shared words would fail the test. Distractors that swap roles ("The man bit the dog.") are left out:
+    they keep every word, and mean-pooled embeddings barely see the difference (notebook 13 shows it).
+
+    Example:
+        >>> anchor, paraphrase, distractor = paraphrase_triples()[0]
+        >>> len(paraphrase_triples()), distractor
+        (50, 'The dog bit the ball.')
+    """
+    return _PARAPHRASE_TRIPLES

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from attn_edu.data import (
     copy_task,
     induction_task,
     modular_addition,
+    paraphrase_triples,
     repeated_sequences,
     reverse_task,
     sort_task,
@@ -173,3 +176,26 @@ def test_train_errors():
         train(tiny_gpt(), copy_batches, steps=1, lr=0.0)
     with pytest.raises(ValueError, match="weight_decay"):
         train(tiny_gpt(), copy_batches, steps=1, weight_decay=-1.0)
+
+
+def _words(sentence: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", sentence.lower()))
+
+
+def test_paraphrase_triples_are_distinct_sentences_whose_distractor_shares_words():
+    triples = paraphrase_triples()
+    assert 40 <= len(triples) <= 60
+    for triple in triples:
+        assert isinstance(triple, tuple) and len(triple) == 3, triple
+        assert all(isinstance(s, str) and s[:1].isupper() and s.endswith(".") for s in triple), triple
+    sentences = [s for triple in triples for s in triple]
+    assert len(set(sentences)) == len(sentences), "a sentence appears twice"
+    more = 0
+    for anchor, paraphrase, distractor in triples:
+        shared = _words(anchor) & _words(distractor)
+        assert len(shared) >= 2 and _words(distractor) != _words(anchor), (anchor, distractor)
+        # the design: counting shared words never favours the paraphrase
+        assert len(shared) >= len(_words(anchor) & _words(paraphrase)), (anchor, paraphrase, distractor)
+        more += len(shared) > len(_words(anchor) & _words(paraphrase))
+    assert more > len(triples) // 2, f"only {more} distractors share more words than their paraphrase"
+    assert paraphrase_triples() is triples  # one constant, not rebuilt per call

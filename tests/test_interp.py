@@ -10,18 +10,25 @@ from attn_edu.data import induction_task, repeated_sequences
 from attn_edu.interp import (
     ablation_effects,
     attention_layers,
+    attention_received,
     first_token_score,
     gate_heads,
     head_ablation,
     head_entropy,
     head_masks_in_order,
     induction_score,
+    kendall_tau,
     key_set_score,
+    leave_one_out,
     previous_token_score,
     pruning_masks,
     relative_position_score,
+    replaced_attention,
+    shuffled_attention,
+    uniform_attention,
 )
 from attn_edu.masks import causal_mask
+from attn_edu.models import BERT, BertConfig
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attn_edu.multihead import MultiHeadAttention
 from attn_edu.train import lm_loss, train
@@ -275,3 +282,185 @@ def test_key_set_score_and_head_entropy_by_loop_on_a_padded_batch():
         key_set_score(weights, is_key.long(), mask)
     with pytest.raises(ValueError, match="offset: expected an int"):
         relative_position_score(weights, 1.0, mask)
+
+
+# ------------------------------------------------------------------- attention vs importance
+
+
+def test_attention_received_by_loop_on_a_padded_batch():
+    weights, mask = _padded_weights(2)
+    received = attention_received(weights, mask)  # (B, S)
+    for b in range(2):
+        real = [t for t in range(5) if mask[b, t]]
+        for s in range(5):
+            by_loop = sum(weights[b, h, t, s] for h in range(3) for t in real) / (3 * len(real))
+            torch.testing.assert_close(received[b, s], by_loop)
+    torch.testing.assert_close(received.sum(-1), torch.ones(2))  # softmax rows: each sentence's row sums to 1
+    assert (received[mask == 0] == 0).all()  # padded keys get nothing
+
+
+def _kendall_by_pairs(x: list[float], y: list[float]) -> float:
+    """τ_b by counting pairs: concordant minus discordant over the root of the untied pair counts."""
+    concordant = discordant = untied_x = untied_y = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            untied_x += dx != 0
+            untied_y += dy != 0
+            concordant += dx * dy > 0
+            discordant += dx * dy < 0
+    return (concordant - discordant) / (untied_x * untied_y) ** 0.5
+
+
+def test_kendall_tau_counts_pairs_and_sees_only_the_order():
+    g = torch.Generator().manual_seed(0)
+    for n in (2, 5, 9):
+        for _ in range(5):
+            x = torch.randint(0, 4, (n,), generator=g).float()  # small integers: ties
+            y = torch.randint(0, 4, (n,), generator=g).float()
+            if len(set(x.tolist())) < 2 or len(set(y.tolist())) < 2:
+                continue
+            tau = kendall_tau(x, y)
+            assert abs(tau.item() - _kendall_by_pairs(x.tolist(), y.tolist())) < 1e-6
+            torch.testing.assert_close(kendall_tau(x.exp() * 3 + 1, y), tau)  # increasing transform
+            torch.testing.assert_close(kendall_tau(y, x), tau)
+            torch.testing.assert_close(kendall_tau(-x, y), -tau)
+    x = torch.randn(7, generator=g)
+    assert kendall_tau(x, 2 * x).item() == pytest.approx(1.0)
+    assert kendall_tau(x, -x).item() == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="τ needs two values that differ"):
+        kendall_tau(torch.ones(4), torch.arange(4.0))
+    with pytest.raises(ValueError, match="y: expected shape"):
+        kendall_tau(torch.arange(4.0), torch.arange(3.0))
+
+
+def _tiny_bert() -> BERT:
+    torch.manual_seed(0)
+    return BERT(BertConfig(vocab_size=30, embed_dim=16, num_heads=2, num_layers=2, ffn_dim=32)).eval()
+
+
+def _mean_embedding(model):
+    def embed(ids, mask):
+        hidden = model(ids, mask)  # (N, T, C)
+        weights = mask[..., None].float()  # (N, T, 1)
+        return (hidden * weights).sum(1) / weights.sum(1)  # (N, C)
+
+    return embed
+
+
+def test_leave_one_out_equals_hiding_each_token_by_loop():
+    model = _tiny_bert()
+    embed = _mean_embedding(model)
+    ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    importance = leave_one_out(embed, ids, mask, batch_size=3)  # several batches of variants
+    with torch.no_grad():
+        full = embed(ids, mask)
+        for b in range(2):
+            for t in range(5):
+                if not mask[b, t]:
+                    assert importance[b, t] == 0  # padding: hiding it changes nothing
+                    continue
+                hidden = mask[b : b + 1].clone()
+                hidden[0, t] = 0
+                cos = torch.nn.functional.cosine_similarity(embed(ids[b : b + 1], hidden)[0], full[b], dim=0)
+                torch.testing.assert_close(importance[b, t], 1 - cos, atol=1e-6, rtol=0)
+    # more padding on the right changes nothing
+    wider = leave_one_out(
+        embed,
+        torch.cat([ids, torch.zeros(2, 2, dtype=ids.dtype)], 1),
+        torch.cat([mask, torch.zeros(2, 2, dtype=mask.dtype)], 1),
+    )
+    torch.testing.assert_close(wider[:, :5], importance, atol=1e-6, rtol=0)
+
+
+def test_leave_one_out_of_a_bag_of_words_is_deleting_the_word():
+    def bag_of_words(ids, mask):
+        return (torch.nn.functional.one_hot(ids, 6).float() * mask[..., None]).sum(1)  # counts (N, V)
+
+    ids, mask = torch.tensor([[1, 3, 3, 5]]), torch.ones(1, 4, dtype=torch.long)
+    importance = leave_one_out(bag_of_words, ids, mask)
+    for t in range(4):
+        kept = torch.cat([ids[0, :t], ids[0, t + 1 :]])
+        without = torch.bincount(kept, minlength=6).float()
+        full = torch.bincount(ids[0], minlength=6).float()
+        cos = torch.nn.functional.cosine_similarity(without, full, dim=0)
+        torch.testing.assert_close(importance[0, t], 1 - cos)
+    assert importance[0, 1] == importance[0, 2]  # the same word, the same importance
+
+
+def test_shuffled_and_uniform_rows_keep_their_keys():
+    weights, mask = _padded_weights(3)
+    allowed = (mask[:, None, None, :] == 1).expand_as(weights)  # (B, H, T, S)
+    moved = shuffled_attention(weights, allowed, generator=torch.Generator().manual_seed(0))
+    flat = uniform_attention(weights, allowed)
+    changed = 0
+    for b in range(2):
+        n = int(mask[b].sum())
+        for h in range(3):
+            for t in range(5):
+                row, new = weights[b, h, t], moved[b, h, t]
+                assert sorted(new[:n].tolist()) == sorted(row[:n].tolist())  # the same numbers ...
+                assert (new[n:] == 0).all()  # ... on visible keys only
+                changed += not torch.equal(new, row)
+                torch.testing.assert_close(flat[b, h, t, :n], torch.full((n,), 1 / n))
+                assert (flat[b, h, t, n:] == 0).all()
+    assert changed > 20  # rows do move (a row of 3 keys keeps its order with chance 1/6)
+    again = shuffled_attention(weights, allowed, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(again, moved)  # seeded
+    nothing = torch.zeros_like(allowed)
+    assert (uniform_attention(weights, nothing) == 0).all()  # no visible key: zeros, never NaN
+    with pytest.raises(ValueError, match="allowed: expected a bool tensor"):
+        shuffled_attention(weights, mask)
+
+
+def test_replaced_attention_mixes_values_with_the_new_weights_and_restores_the_model():
+    model = _tiny_bert()
+    ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    layers = attention_layers(model)
+    before = [layer.attention_fn for layer in layers]
+    with torch.no_grad():
+        full = model(ids, mask)
+        with replaced_attention(model, lambda w, allowed: w):  # the identity
+            torch.testing.assert_close(model(ids, mask), full, atol=1e-5, rtol=0)
+        with replaced_attention(model, uniform_attention, layers=[1]):
+            flat_last = model(ids, mask)
+        with replaced_attention(model, uniform_attention):
+            flat_all = model(ids, mask)
+    assert [layer.attention_fn for layer in layers] == before  # put back
+    assert not torch.allclose(flat_last, full) and not torch.allclose(flat_all, flat_last)
+    # By hand, one layer: uniform attention reads the mean of the visible values.
+    attn = layers[0]
+    x = torch.randn(2, 5, 16)
+    key_visible = mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+    with torch.no_grad(), replaced_attention(attn, uniform_attention):
+        out = attn(x, mask=key_visible)
+    v = attn.v_proj(x)  # (B, S, C): every head's values side by side
+    for b in range(2):
+        mean_value = v[b, mask[b] == 1].mean(0)  # (C,)
+        expected = attn.out_proj(mean_value).expand(5, 16)
+        torch.testing.assert_close(out[b], expected, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="layers: layer 2 is out of range"):
+        with replaced_attention(model, uniform_attention, layers=[2]):
+            pass
+
+
+def test_replaced_attention_keeps_causal_masks_and_is_undone_after_an_error():
+    torch.manual_seed(1)
+    attn = MultiHeadAttention(8, 2)
+    x = torch.randn(1, 4, 8)
+    with torch.no_grad(), replaced_attention(attn, uniform_attention):
+        out = attn(x, is_causal=True)
+    v = attn.v_proj(x)[0]  # (T, C)
+    for t in range(4):
+        torch.testing.assert_close(out[0, t], attn.out_proj(v[: t + 1].mean(0)), atol=1e-5, rtol=0)
+    original = attn.attention_fn
+    with pytest.raises(RuntimeError, match="boom"):
+        with replaced_attention(attn, uniform_attention):
+            raise RuntimeError("boom")
+    assert attn.attention_fn is original
+    # need_weights still reports the model's own weights (the maps are recomputed from q and k)
+    with torch.no_grad(), replaced_attention(attn, uniform_attention):
+        _, weights = attn(x, is_causal=True, need_weights=True)
+    assert not torch.allclose(weights, uniform_attention(weights, weights > 0))
