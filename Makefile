@@ -82,7 +82,8 @@ lint: setup
 unit: setup
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui
 
-# Every course notebook in JupyterLab in headless Chromium: run all, move a widget, screenshot to artifacts/ui/.
+# Every course notebook in JupyterLab in headless Chromium: run all, compare the outputs with the stored ones
+# (as nbval does), move a widget, screenshot to artifacts/ui/.
 # Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
 ui: setup chromium
 	$(NB_ENV) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
@@ -105,8 +106,16 @@ chromium:
 # Lecture notebooks and solutions must reproduce their stored outputs (strict), natively and as another CPU
 # computes them (OTHER_CPU); in solutions a wrong answer fails the run (ATTN_EDU_STRICT=1 makes check() raise;
 # notebook 00 shows a failing check on purpose). Untouched exercises must run to the end (lax).
+# The browser suite (`make ui`, before this in `make test`) runs every course notebook natively and compares
+# its outputs as nbval does; the native nbval pass over course/ runs only where that did not happen (no
+# Chromium, or a notebook changed since): scripts/compared_in_browser.py says which.
 nbval: setup
-	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
+	@if $(BIN)/python scripts/compared_in_browser.py course; then \
+		echo "course/: every notebook already ran natively in the browser and matched its stored outputs"; \
+	else \
+		echo "course/: nbval natively"; \
+		$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course; \
+	fi
 	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
 	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval-lax $(NBVAL) exercises || test $$? -eq 5
 	@echo "nbval again, as another CPU computes: $(OTHER_CPU)"

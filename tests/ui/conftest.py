@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from stored_outputs import RECORD, cpu_settings, write_record
 
 REPO = Path(__file__).resolve().parents[2]
 # The notebooks to serve; ATTN_EDU_UI_NOTEBOOKS=folder serves another folder (as the test module does).
@@ -220,40 +221,64 @@ def reload_lab(lab_page, lab_server: str) -> Callable[[], None]:
     return lambda: open_lab(lab_page, lab_server)
 
 
+def _parts(kind: str) -> list[Path]:
+    return sorted(ARTIFACTS.glob(f"{kind}*.part.json"))
+
+
+def _save_part(kind: str, values: dict) -> None:
+    """Each process (one per pytest-xdist worker, or the only one) writes its own part file."""
+    if values:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / f"{kind}{_WORKER_SUFFIX or '-main'}.part.json").write_text(json.dumps(values))
+
+
+def _merge_parts(kind: str) -> dict:
+    merged: dict = {}
+    for part in _parts(kind):
+        merged.update(json.loads(part.read_text()))
+        part.unlink()
+    return dict(sorted(merged.items()))
+
+
 @pytest.fixture(scope="session")
 def ui_timings(artifacts_dir: Path) -> Iterator[dict[str, float]]:
-    """Seconds per notebook test, collected into ``artifacts/ui/timings.json`` and printed at the end.
-
-    Each process (one per pytest-xdist worker, or the only one) writes its own part file; the
-    process that prints the summary merges the parts.
-    """
+    """Seconds per notebook test, collected into ``artifacts/ui/timings.json`` and printed at the end."""
     timings: dict[str, float] = {}
     yield timings
-    if timings:
-        part = artifacts_dir / f"timings{_WORKER_SUFFIX or '-main'}.part.json"
-        part.write_text(json.dumps(timings))
+    _save_part("timings", timings)
 
 
-def _timing_parts() -> list[Path]:
-    return sorted(ARTIFACTS.glob("timings*.part.json"))
+@pytest.fixture(scope="session")
+def ui_compared(artifacts_dir: Path) -> Iterator[dict[str, str]]:
+    """``{notebook: sha256}`` of the notebooks whose browser outputs equal the stored ones.
+
+    Merged at the end into ``artifacts/ui/outputs-compared.json`` (``stored_outputs.write_record``).
+    """
+    compared: dict[str, str] = {}
+    yield compared
+    _save_part("compared", compared)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller (or the only process)
-        for part in _timing_parts():
+        for part in _parts("timings") + _parts("compared"):
             part.unlink()
+        RECORD.unlink(missing_ok=True)  # a run that stops early must not leave an earlier record
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     if hasattr(terminalreporter.config, "workerinput"):  # a pytest-xdist worker: the controller reports
         return
-    timings: dict[str, float] = {}
-    for part in _timing_parts():
-        timings.update(json.loads(part.read_text()))
-        part.unlink()
+    compared = _merge_parts("compared")
+    if compared:
+        write_record(compared)
+        terminalreporter.write_line(
+            f"outputs equal to the stored ones in the browser: {len(compared)} notebook(s), "
+            f"CPU settings {cpu_settings() or 'native'} (written to {RECORD})"
+        )
+    timings = _merge_parts("timings")
     if not timings:
         return
-    timings = dict(sorted(timings.items()))
     path = ARTIFACTS / "timings.json"
     total = round(sum(timings.values()), 1)
     path.write_text(json.dumps({**timings, "total": total}, indent=2) + "\n")

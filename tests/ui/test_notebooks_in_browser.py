@@ -5,7 +5,10 @@ For each ``course/*.ipynb`` (new notebooks are picked up automatically) the test
 1. opens the notebook in JupyterLab and waits for its kernel,
 2. runs all cells ("Run > Run All Cells") and fails on any error output (a cell tagged
    ``raises-exception`` may raise, as in JupyterLab itself), any code cell left unexecuted,
-   a traceback printed to stderr, or a widget that failed to display,
+   a traceback printed to stderr, or a widget that failed to display; then compares every output
+   with the stored one as nbval would (``stored_outputs.py``): this run is the course's native
+   check of its stored outputs, and ``make nbval`` skips its own native pass over the notebooks
+   compared here,
 3. moves one widget control and waits until the widget's Output area (its figure or text) changes,
    which proves the browser, the widget manager and the kernel-side callback all work together,
 4. saves a screenshot to ``artifacts/ui/<notebook>.png`` and records the seconds it took
@@ -37,6 +40,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stored_outputs import cpu_settings, key, output_differences, sha256
 
 pytestmark = pytest.mark.ui
 
@@ -111,6 +115,16 @@ JS_CELL_PROBLEMS = r"""() => {
     }
     return problems;
 }"""
+
+# The cells as JupyterLab holds them after the run (nbformat JSON), images left out (they are not compared).
+JS_EXECUTED_CELLS = """() => window.__uiPanel.context.model.toJSON().cells.map((cell) => ({
+    cell_type: cell.cell_type,
+    outputs: (cell.outputs || []).map((output) => {
+        if (!output.data) { return output; }
+        const data = Object.fromEntries(Object.entries(output.data).filter(([mime]) => !mime.startsWith('image/')));
+        return { ...output, data };
+    }),
+}))"""
 
 # Find the explorer and control to move, mark them with data-ui-test attributes for the locators.
 JS_MARK_WIDGET = """([kind, explorerIndex, controlIndex, selectors]) => {
@@ -207,7 +221,7 @@ def close_notebook(page, reload_lab) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs_and_its_widget_responds(
-    notebook: Path, lab_page, reload_lab, artifacts_dir, ui_timings
+    notebook: Path, lab_page, reload_lab, artifacts_dir, ui_timings, ui_compared
 ):  # noqa: ANN001
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -229,6 +243,12 @@ def test_notebook_runs_and_its_widget_responds(
         if result != "ok" and not problems:
             problems = [f"Run All Cells reported: {result}"]
         assert not problems, f"{notebook.name} did not run cleanly in JupyterLab:\n" + "\n".join(problems)
+        differences = output_differences(notebook, page.evaluate(JS_EXECUTED_CELLS))
+        assert not differences, (
+            f"{notebook.name}: in the browser (CPU settings {cpu_settings() or 'native'}) the outputs differ "
+            "from the stored ones (nbval's comparison and sanitizers):\n" + "\n\n".join(differences)
+        )
+        ui_compared[key(notebook)] = sha256(notebook)
 
         # Widgets render a moment after their cell finishes: wait for the explorer to appear.
         chosen = None
