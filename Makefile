@@ -2,7 +2,7 @@
 #   make lab    set up .venv (first time only) and open the course in JupyterLab
 #   make test   set up .venv (first time only) and run every test
 # Other targets: make notebooks (re-run course notebooks in place), make solutions, make exercises,
-# make bench, make gpu-check OUT=dir, make clean.
+# make bench, make gpu-check OUT=dir, make kernel-report, make clean.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -55,7 +55,8 @@ XDIST := -n $(JOBS)
 OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises bench gpu-check clean
+.PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises bench gpu-check \
+	kernel-report clean
 
 setup: $(STAMP)
 
@@ -139,6 +140,11 @@ bench: setup
 
 gpu-check:
 	bash gpu_check.sh $(or $(OUT),artifacts/gpu)
+
+# Every Triton kernel variant compiled for A100 (sm_80) and H100/H200 (sm_90) without a GPU: registers, spills,
+# shared memory, tensor-core instructions, occupancy, and the roofline (attn_edu/kernels/compile_report.py).
+kernel-report: setup
+	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis

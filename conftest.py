@@ -14,7 +14,11 @@ from attn_edu.kernels import triton_available
 collect_ignore = (
     []
     if triton_available()
-    else ["attn_edu/kernels/triton_flash.py", "attn_edu/kernels/triton_flash_fast.py"]
+    else [
+        "attn_edu/kernels/triton_flash.py",
+        "attn_edu/kernels/triton_flash_fast.py",
+        "attn_edu/kernels/compile_report.py",
+    ]
 )
 
 

@@ -77,6 +77,12 @@ if INTERPRETING and isinstance(tl.zeros, triton.runtime.JITFunction):
 BLOCK_M = 64  # query rows per program
 BLOCK_N = 64  # key rows per inner-loop step
 BLOCK_FP32 = 32  # BLOCK_M = BLOCK_N for float32 inputs
+# The dK/dV kernel keeps two (BLOCK_N, BLOCK_D) float32 accumulators for the whole loop and streams query
+# tiles past them. Before Hopper it streams tiles of at most 32 rows: with 64 it needs all 255 registers a
+# thread may have and spills on sm_80 at D = 128 (python -m attn_edu.kernels.compile_report); with 32, 198
+# and no spills. On Hopper (sm_90) 64-row tiles stay (235-248 registers, no spills): wgmma multiplies
+# 64 rows per warp group, and 32-row products would fall back to the older mma.sync.
+DKDV_BLOCK_M = 32
 NUM_STAGES = 2  # how many key tiles the compiler may prefetch ahead (software pipelining)
 MAX_HEAD_DIM = 128  # larger heads would need smaller tiles to fit in shared memory
 
@@ -443,6 +449,17 @@ def launch_options(q: torch.Tensor) -> dict:
     }
 
 
+def device_capability(device: torch.device) -> tuple[int, int] | None:
+    """``(major, minor)`` compute capability of a CUDA device (9.0: Hopper); ``None`` elsewhere."""
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+
+
+def dkdv_block_m(q: torch.Tensor, block_m: int) -> int:
+    """Query rows per inner step of the dK/dV kernel: ``block_m``, capped at :data:`DKDV_BLOCK_M` before Hopper."""
+    capability = device_capability(q.device)
+    return block_m if capability is not None and capability[0] >= 9 else min(block_m, DKDV_BLOCK_M)
+
+
 def as_kernel_dtype(*tensors: torch.Tensor) -> list[torch.Tensor]:
     """bfloat16 -> float32 under the interpreter only (Triton issue #11584); no-op otherwise."""
     if INTERPRETING and tensors[0].dtype == torch.bfloat16:
@@ -537,7 +554,7 @@ def flash_attention_backward(
         q, k, v, grad_out, lse, delta, dk, dv,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(),
         H, group, T, S, D, scale,
-        IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n, **options,
+        IS_CAUSAL=bool(is_causal), BLOCK_M=dkdv_block_m(q, block_m), BLOCK_N=block_n, **options,
     )  # fmt: skip
 
     # dQ: one program per (query block, batch·head).
@@ -609,7 +626,8 @@ def flash_attention(
     ``T != S``), zeros for a query that sees no key. ``mask`` exists only so that every attention
     function shares one signature: it must be ``None`` (use ``is_causal``). ``block_m`` and
     ``block_n`` override the tile sizes (powers of two >= 16; defaults :data:`BLOCK_M`,
-    :data:`BLOCK_N`, or :data:`BLOCK_FP32` for float32).
+    :data:`BLOCK_N`, or :data:`BLOCK_FP32` for float32); before Hopper the dK/dV kernel streams query
+    tiles of at most :data:`DKDV_BLOCK_M` rows (:func:`dkdv_block_m`).
 
     Shapes:
         q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)`` with ``H_kv`` dividing ``H``, ``1 <= D <= 128``;
