@@ -5,6 +5,9 @@
 # make bench, make gpu-check OUT=dir, make kernel-report, make clean.
 
 SHELL := /bin/bash
+# Some machines set PYTHONDONTWRITEBYTECODE=1: then every notebook kernel and test process compiles attn_edu
+# from source again (~0.5 s each, hundreds of processes in `make test`). Let Python cache it in __pycache__/.
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
