@@ -103,3 +103,15 @@ def test_launches_are_captured_as_the_jit_specialises_them(report) -> None:  # n
     # GROUP = 1 (one query head per key/value head) becomes a constant; H = 2 is not divisible by 16.
     assert variant.signature["GROUP"] == "constexpr" and variant.constexprs["GROUP"] == 1
     assert variant.signature["H"] == "i32" and variant.attrs[(names.index("H"),)] == []
+
+
+def test_the_fast_forward_autotunes_only_configurations_that_compile_without_spills(report) -> None:  # noqa: ANN001
+    def configs(dtype: str, head_dim: int) -> set[str]:
+        return {v.config for v in report.capture(["fast_forward"], [dtype], [head_dim], [90]) if not v.causal}
+
+    # float32: 32 x 32 tiles only (64 x 64 and up spilled 9-141 KB per thread in the compile report)
+    assert configs("float32", 64) == {"32x32 w4 s2"}
+    assert configs("float32", 128) == {"32x32 w8 s2"}
+    # 16-bit: tiles of 64 rows and up, but not 128 x 64 with 4 warps at D = 128 (255 registers, spills)
+    assert configs("bfloat16", 64) == {"128x64 w4 s3", "128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
+    assert configs("bfloat16", 128) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}

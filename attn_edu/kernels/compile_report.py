@@ -260,7 +260,11 @@ def _capture_for(
                     if name not in kernels:
                         continue
                     module = triton_flash_fast if name == "fast_forward" else triton_flash
-                    configs = getattr(kernel, "configs", [None])  # an autotuned kernel: every config
+                    configs = getattr(kernel, "configs", [None])  # an autotuned kernel: every config it tries
+                    prune = getattr(kernel, "early_config_prune", None)
+                    if prune is not None:
+                        named = dict(zip(_jit_function(kernel).arg_names, args))
+                        configs = prune(configs, named, **kwargs)
                     for config in configs:
                         kw = dict(kwargs)
                         if config is not None:
