@@ -208,7 +208,8 @@ def generate(
 
     ``model(input_ids)`` must return logits ``(B, T, V)``, and with ``use_cache=True`` accept
     ``kv_cache=`` (:class:`attn_edu.kv_cache.KVCache`): the prompt is run once, then only the newest
-    token each step. A row that has produced ``eos_token_id`` keeps producing it (Hugging Face pads
+    token each step; for a model whose ``config.sliding_window`` is set, each layer's cache is a
+    :class:`attn_edu.kv_cache.RollingKVCacheLayer` of that many slots. A row that has produced ``eos_token_id`` keeps producing it (Hugging Face pads
     with ``pad_token_id`` instead); generation stops early once every row has. The model runs in
     ``eval()`` mode (no dropout) and is put back in its previous mode afterwards.
 
@@ -224,7 +225,8 @@ def generate(
     """
     _check_ids("input_ids", input_ids)
     check_positive_int("max_new_tokens", max_new_tokens)
-    cache = KVCache(count_layers(model)) if use_cache else None
+    window = getattr(getattr(model, "config", None), "sliding_window", None)  # Mistral-like models
+    cache = KVCache(count_layers(model), window=window) if use_cache else None
 
     def logits_for(ids: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
         return model(new, kv_cache=cache) if use_cache else model(ids)  # (B, T', V)

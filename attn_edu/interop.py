@@ -211,10 +211,20 @@ def _rope_theta(config: Any) -> float:
     return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
 
+def _sliding_window(config: Any) -> int | None:
+    """Mistral's ``sliding_window`` (None or absent: full attention); Qwen2's ``use_sliding_window=False`` too."""
+    if not getattr(config, "use_sliding_window", True):
+        return None
+    return getattr(config, "sliding_window", None)
+
+
 def llama_config_from_hf(config: Any) -> LlamaConfig:
     """Our :class:`LlamaConfig` from a ``transformers.LlamaConfig``."""
     _require(config.hidden_act == "silu", f"Llama.from_hf expects SwiGLU ('silu'), got {config.hidden_act!r}")
-    _require(not config.attention_bias and not getattr(config, "mlp_bias", False), "biases are not supported")
+    _require(
+        not getattr(config, "attention_bias", False) and not getattr(config, "mlp_bias", False),
+        "biases are not supported",
+    )
     return LlamaConfig(
         vocab_size=config.vocab_size,
         embed_dim=config.hidden_size,
@@ -227,6 +237,7 @@ def llama_config_from_hf(config: Any) -> LlamaConfig:
         rope_base=_rope_theta(config),
         dropout=0.0,
         tie_embeddings=bool(config.tie_word_embeddings),
+        sliding_window=_sliding_window(config),
     )
 
 

@@ -107,6 +107,99 @@ class KVCacheLayer:
         self._seq_len = 0
 
 
+class RollingKVCacheLayer:
+    """A sliding-window layer's cache: a ring buffer of ``window`` slots that never grows.
+
+    With a causal sliding window of ``W`` keys (:class:`attn_edu.multihead.MultiHeadAttention`'s
+    ``window=W``), no query ever looks further back than ``W - 1`` tokens, so older keys and values
+    can be thrown away: token ``p`` is written to slot ``p mod W``, over the token ``p - W`` that has
+    just left every window. This is Mistral 7B's *rolling buffer cache* (Jiang et al., 2023, section
+    2): the memory of ``W`` tokens, whatever the length of the generation (Mistral: ``W = 4096``).
+
+    Decoding one token at a time, ``update`` returns the buffer as it lies, *out of order* once it
+    has wrapped round. Attention does not mind: the softmax sums over keys in any order, and each
+    key already carries its position (rotary embeddings rotate keys before they are cached; the
+    window's mask, all ``True`` for one query over at most ``W`` keys, needs no order either). For
+    several new tokens at once (a prompt) it returns the stored tokens in time order followed by the
+    new ones, so that the model's sliding-window mask lines up with them.
+
+    ``seq_len`` counts every token seen (the position of the next one), not the slots in use.
+
+    Shapes:
+        ``update``: k, v ``(B, H_kv, T, D)``; returns ``(B, H_kv, S, D)`` with ``S = min(seq_len, W)``
+        for one new token, ``S = min(previous seq_len, W) + T`` for several.
+
+    Example:
+        >>> layer = RollingKVCacheLayer(window=3)
+        >>> for p in range(5):                       # key p holds the number p
+        ...     k_all, _ = layer.update(torch.full((1, 1, 1, 1), float(p)), torch.zeros(1, 1, 1, 1))
+        >>> layer.seq_len, k_all.flatten().tolist()  # slots 0, 1, 2 hold tokens 3, 4, 2
+        (5, [3.0, 4.0, 2.0])
+        >>> layer.nbytes()                           # 3 slots of K and V, 4 bytes each
+        24
+    """
+
+    def __init__(self, window: int) -> None:
+        self.window = check_positive_int("window", window)
+        self.k: torch.Tensor | None = None  # (B, H_kv, window, D), slot p mod window holds token p
+        self.v: torch.Tensor | None = None  # (B, H_kv, window, D)
+        self._seq_len = 0
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens seen so far (the position of the next token), however many slots hold them."""
+        return self._seq_len
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``k, v`` into their slots; return the keys and values the new queries may need."""
+        sizes = check_shape("k", k, "B H_kv T D")
+        if self.k is not None:
+            stored = check_shape("cache", self.k, "B H_kv W D")
+            sizes = check_shape("k", k, "B H_kv T D", B=stored["B"], H_kv=stored["H_kv"], D=stored["D"])
+        check_shape("v", v, "B H_kv T D", **sizes)
+        check_same_dtype(k=k, v=v)
+        B, H_kv, T, D = sizes.values()
+        W, start = self.window, self._seq_len
+        if self.k is None:
+            self.k = k.new_zeros(B, H_kv, W, D)  # (B, H_kv, W, D): all the memory it will ever use
+            self.v = v.new_zeros(B, H_kv, W, D)
+        assert self.v is not None
+
+        if T == 1:  # one decoding step: overwrite the oldest slot, return the buffer unsorted
+            slot = start % W
+            self.k[:, :, slot] = k[:, :, 0]
+            self.v[:, :, slot] = v[:, :, 0]
+            self._seq_len = start + 1
+            filled = min(self._seq_len, W)
+            return self.k[:, :, :filled], self.v[:, :, :filled]  # (B, H_kv, S, D) views
+
+        # Several tokens: the stored ones in time order, then the new ones.
+        k_all = torch.cat([self._in_time_order(self.k), k], dim=2)  # (B, H_kv, S, D)
+        v_all = torch.cat([self._in_time_order(self.v), v], dim=2)  # (B, H_kv, S, D)
+        keep = min(W, k_all.shape[2])  # the last W tokens stay, each in its slot
+        slots = torch.arange(start + T - keep, start + T, device=k.device) % W  # (keep,)
+        self.k[:, :, slots] = k_all[:, :, -keep:]
+        self.v[:, :, slots] = v_all[:, :, -keep:]
+        self._seq_len = start + T
+        return k_all, v_all
+
+    def _in_time_order(self, buffer: torch.Tensor) -> torch.Tensor:
+        """The filled slots from the oldest token to the newest: ``(B, H_kv, min(seq_len, W), D)``."""
+        if self._seq_len <= self.window:
+            return buffer[:, :, : self._seq_len]  # not wrapped yet: slot i holds token i
+        oldest = self._seq_len % self.window  # the slot the next token would overwrite
+        return torch.cat([buffer[:, :, oldest:], buffer[:, :, :oldest]], dim=2)
+
+    def nbytes(self) -> int:
+        """Bytes held by the two buffers: ``window`` tokens' worth once the first token arrives."""
+        return _nbytes(self.k, self.v)
+
+    def reset(self) -> None:
+        """Forget every stored token."""
+        self.k = self.v = None
+        self._seq_len = 0
+
+
 class CrossKVCacheLayer:
     """One cross-attention layer's keys and values: projected from the encoder output once, then reused.
 
@@ -152,6 +245,9 @@ class CrossKVCacheLayer:
 class KVCache:
     """A cache for a whole decoder: one :class:`KVCacheLayer` per layer, in ``.layers``.
 
+    With ``window=W`` (for a model with a sliding window of ``W``, e.g. ``LlamaConfig(sliding_window=W)``)
+    each layer is a :class:`RollingKVCacheLayer` of ``W`` slots instead.
+
     Pass it as ``model(input_ids, kv_cache=cache)``; layer ``i`` of the model uses ``cache.layers[i]``,
     and the model reads ``cache.seq_len`` as the position of the first new token. An encoder-decoder
     (:class:`attn_edu.models.T5`) also keeps each decoder layer's cross-attention keys and values in
@@ -165,9 +261,18 @@ class KVCache:
         (5, 2560)
     """
 
-    def __init__(self, num_layers: int, *, max_len: int | None = None) -> None:
+    def __init__(self, num_layers: int, *, max_len: int | None = None, window: int | None = None) -> None:
         check_positive_int("num_layers", num_layers)
-        self.layers = [KVCacheLayer(max_len) for _ in range(num_layers)]
+        if window is not None and max_len is not None:
+            raise ValueError(
+                f"window: a rolling cache holds exactly window={window} tokens; give max_len "
+                f"(got {max_len}) or window, not both"
+            )
+        self.layers: list[KVCacheLayer | RollingKVCacheLayer] = (
+            [KVCacheLayer(max_len) for _ in range(num_layers)]
+            if window is None
+            else [RollingKVCacheLayer(window) for _ in range(num_layers)]
+        )
         self.cross_layers = [CrossKVCacheLayer() for _ in range(num_layers)]
 
     def __len__(self) -> int:
@@ -175,7 +280,7 @@ class KVCache:
 
     @property
     def seq_len(self) -> int:
-        """Tokens stored (every layer holds the same number once a forward pass has finished)."""
+        """Tokens seen (every layer has seen the same number once a forward pass has finished)."""
         return self.layers[0].seq_len
 
     def nbytes(self) -> int:

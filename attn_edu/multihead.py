@@ -35,6 +35,8 @@ from attn_edu._validate import (
     check_shape,
 )
 from attn_edu.attention import attention_weights, scaled_dot_product_attention
+from attn_edu.masks import combine_masks
+from attn_edu.sparse import sliding_window_mask
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -141,6 +143,11 @@ class MultiHeadAttention(nn.Module):
             passed only when a bias is given, so other implementations need not accept it.
         rotary: optional module called as ``q, k = rotary(q, k, offset=offset)`` after the
             projections and before caching, e.g. :class:`attn_edu.rope.RotaryEmbedding`.
+        window: optional causal sliding window (Mistral 7B, Jiang et al., 2023, section 2): each query
+            sees itself and the ``window - 1`` keys before it, and nothing older
+            (:func:`attn_edu.sparse.sliding_window_mask`, applied after the cache has been updated).
+            With a cache of ``window`` slots (:class:`attn_edu.kv_cache.RollingKVCacheLayer`) the
+            memory stays constant however long the generation.
 
     Mask polarity: ``mask`` is bool with ``True`` = *may attend* (:mod:`attn_edu.masks`), the opposite
     of :class:`torch.nn.MultiheadAttention`'s ``attn_mask`` / ``key_padding_mask`` (``True`` = *ignore*);
@@ -172,6 +179,7 @@ class MultiHeadAttention(nn.Module):
         scale: float | None = None,
         attention_fn: AttentionFn = scaled_dot_product_attention,
         rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -193,6 +201,7 @@ class MultiHeadAttention(nn.Module):
         self.scale = check_scale(scale, self.head_dim)
         self.attention_fn = attention_fn
         self.rotary = rotary
+        self.window = None if window is None else check_positive_int("window", window)
 
         kv_width = num_kv_heads * self.head_dim  # smaller than embed_dim under GQA
         self.q_proj = nn.Linear(embed_dim, self.inner_dim, bias=bias)
@@ -204,6 +213,7 @@ class MultiHeadAttention(nn.Module):
         return (
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
             f"head_dim={self.head_dim}, scale={self.scale:.4g}"
+            + ("" if self.window is None else f", window={self.window}")
         )
 
     def forward(
@@ -308,8 +318,11 @@ class MultiHeadAttention(nn.Module):
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D) with S = offset + new tokens
             S = check_shape("kv_cache.update(k, v)[0]", k, "B H_kv S D", B=B, H_kv=H_kv, D=D)["S"]
             check_shape("kv_cache.update(k, v)[1]", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
-
         self._check_mask_and_bias(mask, score_bias, (B, H, T, S))
+        if self.window is not None:
+            # The band of the last `window` positions, bottom-right aligned over the S keys now held.
+            band = sliding_window_mask(T, S, window=self.window, device=query.device)  # (T, S)
+            mask = combine_masks(mask, band)
         # The cache holds H_kv heads; repeat them only now, for the attention product itself.
         k = repeat_kv(k, self.queries_per_kv)  # (B, H, S, D)
         v = repeat_kv(v, self.queries_per_kv)  # (B, H, S, D)

@@ -28,7 +28,14 @@ def _offsets(T: int, S: int | None, device: torch.device | str | None = None) ->
     return rows - cols  # (T, S)
 
 
-def sliding_window_mask(T: int, S: int | None = None, *, window: int, causal: bool = True) -> torch.Tensor:
+def sliding_window_mask(
+    T: int,
+    S: int | None = None,
+    *,
+    window: int,
+    causal: bool = True,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """Each query sees only the keys within ``window`` positions of itself (a local band).
 
     Causal: key ``s`` is visible from query position ``p`` when ``0 <= p - s < window`` (itself and the
@@ -49,7 +56,7 @@ def sliding_window_mask(T: int, S: int | None = None, *, window: int, causal: bo
                 [0, 0, 0, 1, 1]], dtype=torch.int32)
     """
     check_positive_int("window", window)
-    offset = _offsets(T, S)  # (T, S)
+    offset = _offsets(T, S, device)  # (T, S)
     if causal:
         return (offset >= 0) & (offset < window)  # (T, S)
     return offset.abs() < window  # (T, S)

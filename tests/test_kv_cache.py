@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_edu.kv_cache import CrossKVCacheLayer, KVCache, KVCacheLayer, kv_cache_bytes, kv_cache_table
+from attn_edu.kv_cache import (
+    CrossKVCacheLayer,
+    KVCache,
+    KVCacheLayer,
+    RollingKVCacheLayer,
+    kv_cache_bytes,
+    kv_cache_table,
+)
 from attn_edu.models import GPT, T5, GPTConfig, Llama, LlamaConfig, T5Config
 from attn_edu.multihead import MultiHeadAttention, SupportsKVCache
 
@@ -47,6 +54,59 @@ def test_preallocated_cache_reserves_max_len_and_writes_in_place():
     assert layer.nbytes() == kv_cache_bytes(
         num_layers=1, num_kv_heads=2, seq_len=16, head_dim=4, dtype_bytes=4
     )
+
+
+def test_rolling_layer_keeps_the_last_window_tokens_in_their_slots():
+    layer = RollingKVCacheLayer(window=4)
+    assert isinstance(layer, SupportsKVCache)
+    tokens = torch.arange(11.0).view(1, 1, 11, 1)  # key p holds the number p
+    layer.update(tokens[:, :, :3], tokens[:, :, :3])  # a 3-token prompt
+    for p in range(3, 11):
+        k_all, v_all = layer.update(tokens[:, :, p : p + 1], tokens[:, :, p : p + 1])
+        kept = sorted(k_all.flatten().tolist())
+        assert kept == list(range(max(0, p - 3), p + 1)), (p, kept)  # the window: p and the 3 before
+        assert torch.equal(k_all, v_all)
+    assert layer.seq_len == 11
+    assert layer.k.flatten().tolist() == [8.0, 9.0, 10.0, 7.0]  # token p in slot p mod 4
+    # A several-token update after wrapping returns the stored tokens in time order, then the new ones.
+    k_all, _ = layer.update(tokens[:, :, :2] + 11, tokens[:, :, :2] + 11)
+    assert k_all.flatten().tolist() == [7.0, 8.0, 9.0, 10.0, 11.0, 12.0]
+    assert layer.k.flatten().tolist() == [12.0, 9.0, 10.0, 11.0] and layer.seq_len == 13
+
+
+@pytest.mark.parametrize("prompt", [3, 9])
+def test_rolling_cache_attention_equals_sliding_window_attention_over_the_whole_sequence(prompt):
+    """A prompt shorter or longer than the window, then single tokens far past it: always the full band."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2, window=4)
+    x = torch.randn(2, 20, 16)
+    cache = RollingKVCacheLayer(window=4)
+    steps = [mha(x[:, :prompt], is_causal=True, kv_cache=cache)]
+    steps += [mha(x[:, t : t + 1], is_causal=True, kv_cache=cache) for t in range(prompt, 20)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), mha(x, is_causal=True))
+    assert cache.k.shape == (2, 2, 4, 4)  # (B, H_kv, window, D): it never grew
+
+
+def test_rolling_cache_memory_stays_constant_while_a_full_cache_grows():
+    torch.manual_seed(0)
+    model = Llama(
+        LlamaConfig(vocab_size=20, embed_dim=16, num_heads=2, num_kv_heads=1, ffn_dim=32, sliding_window=6)
+    ).eval()
+    prompt, tokens = torch.randint(20, (1, 4)), torch.randint(20, (1, 30))
+    rolling, full = KVCache(2, window=6), KVCache(2)
+    sizes = []
+    with torch.no_grad():
+        logits_rolling = [model(prompt, kv_cache=rolling)]
+        logits_full = [model(prompt, kv_cache=full)]
+        for token in tokens.unbind(1):
+            logits_rolling.append(model(token[:, None], kv_cache=rolling))
+            logits_full.append(model(token[:, None], kv_cache=full))
+            sizes.append((rolling.nbytes(), full.nbytes()))
+    # Same logits either way (the band hides what the full cache keeps), but only one cache grows.
+    torch.testing.assert_close(torch.cat(logits_rolling, 1), torch.cat(logits_full, 1))
+    one_token = kv_cache_bytes(num_layers=2, num_kv_heads=1, seq_len=1, head_dim=8, dtype_bytes=4)
+    assert {r for r, _ in sizes} == {6 * one_token}
+    assert sizes[-1][1] == 34 * one_token and rolling.seq_len == full.seq_len == 34
 
 
 @pytest.mark.parametrize("max_len", [None, 12])
@@ -191,5 +251,15 @@ def test_cache_errors():
         full.update(torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4))
     with pytest.raises(ValueError, match="num_layers"):
         KVCache(0)
+    with pytest.raises(ValueError, match="window"):
+        KVCache(2, max_len=8, window=4)
+    with pytest.raises(ValueError, match="window"):
+        RollingKVCacheLayer(0)
+    with pytest.raises(ValueError, match="window"):
+        MultiHeadAttention(8, 2, window=0)
+    rolling = RollingKVCacheLayer(3)
+    rolling.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+    with pytest.raises(ValueError, match=r"k: expected shape \(B, H_kv, T, D\) with B=1, H_kv=2, D=4"):
+        rolling.update(torch.randn(1, 2, 1, 5), torch.randn(1, 2, 1, 5))
     with pytest.raises(ValueError, match="seq_len"):
         kv_cache_bytes(num_layers=1, num_kv_heads=1, seq_len=0, head_dim=8)

@@ -42,6 +42,7 @@ FLOORS = {
         "interp",
         "params",
         "pretrained",
+        "corpus",
         "text_gpt",
     ],
     "interop": ["interop"],

@@ -3,9 +3,12 @@ and cached step-by-step decoding against the full forward pass."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
+from attn_edu.generation import generate
 from attn_edu.kv_cache import KVCache
 from attn_edu.models import BERT, GPT, T5, BertConfig, BertMLM, GPTConfig, Llama, LlamaConfig, T5Config
 
@@ -47,6 +50,22 @@ def hf_llama(**overrides):
     )
     config = transformers.LlamaConfig(**(cfg | overrides), attn_implementation="eager")
     return randomize_(transformers.LlamaForCausalLM(config))
+
+
+def hf_mistral(**overrides):
+    """A Mistral: Llama's layout with a sliding window of 5 tokens, so 20-token inputs slide well past it."""
+    cfg = dict(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=56,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=5,
+        max_position_embeddings=64,
+    )
+    config = transformers.MistralConfig(**(cfg | overrides), attn_implementation="eager")
+    return randomize_(transformers.MistralForCausalLM(config))
 
 
 def hf_t5(**overrides):
@@ -132,6 +151,33 @@ def test_llama_with_gqa_matches_llama_for_causal_lm(tie):
     x = ids(2, 9)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), hf(x).logits, **TOL)
+
+
+def test_sliding_window_llama_matches_mistral_for_causal_lm():
+    hf = hf_mistral()
+    ours = Llama.from_hf(hf)
+    assert ours.config.sliding_window == 5
+    x = ids(2, 20)
+    with torch.no_grad():
+        expected = hf(x).logits
+        torch.testing.assert_close(ours(x), expected, **TOL)
+        # The window matters: the same weights with full attention agree only on the first 5 tokens.
+        full = Llama(replace(ours.config, sliding_window=None))
+        full.load_state_dict(ours.state_dict())
+        torch.testing.assert_close(full(x)[:, :5], expected[:, :5], **TOL)
+        assert not torch.allclose(full(x)[:, 5:], expected[:, 5:], **TOL)
+
+
+def test_rolling_cache_generation_equals_mistral_generate():
+    """Twenty tokens past a window of 5: our ring buffer of 5 slots picks what Hugging Face's cache picks."""
+    hf = hf_mistral()
+    ours = Llama.from_hf(hf)
+    hf.generation_config.eos_token_id = None  # every step counts: no early stop on token 2
+    prompt = ids(1, 7)
+    with torch.no_grad():
+        theirs = hf.generate(prompt, max_new_tokens=20, do_sample=False, pad_token_id=0)
+    assert torch.equal(generate(ours, prompt, 20), theirs)
+    assert torch.equal(generate(ours, prompt, 20, use_cache=False), theirs)
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -321,6 +367,8 @@ def test_config_errors():
     assert LlamaConfig(embed_dim=64, num_heads=4).head_dim == 16  # None means C / H
     with pytest.raises(ValueError, match="config"):
         GPT(LlamaConfig())
+    with pytest.raises(ValueError, match="sliding_window"):
+        LlamaConfig(sliding_window=0)
 
 
 def test_unsupported_hf_variants_are_refused():

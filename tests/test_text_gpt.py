@@ -11,22 +11,20 @@ import pytest
 import torch
 
 from attn_edu.attention import scaled_dot_product_attention
-from attn_edu.models import GPT, GPTConfig
+from attn_edu.corpus import UNKNOWN, CharTokenizer, baselines, corpus, corpus_sha256, split_corpus
+from attn_edu.kv_cache import KVCache
+from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
 from attn_edu.objectives import causal_lm_loss
+from attn_edu.sparse import sliding_window_mask
 from attn_edu.text_gpt import (
     RECORD_FILE,
-    UNKNOWN,
     WEIGHTS_FILE,
-    CharTokenizer,
-    baselines,
-    corpus,
-    corpus_sha256,
     fused_attention,
     load_text_gpt,
     main,
     read_record,
+    sample,
     save_text_gpt,
-    split_corpus,
     train_text_gpt,
     validation_loss,
 )
@@ -45,17 +43,24 @@ def same_corpus(text: str) -> bool:
     return corpus_sha256(text) == read_record()["corpus_sha256"]
 
 
+@pytest.fixture(scope="module", params=["text_gpt", "text_llama"])
+def name(request: pytest.FixtureRequest) -> str:
+    """Each committed model: the GPT and the sliding-window Llama."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def measured(text: str) -> dict[str, float]:
-    """The committed model's validation loss and the two baselines, measured here."""
-    model, tokenizer = load_text_gpt()
-    return {"model": validation_loss(model, tokenizer, text), **baselines(tokenizer, text)}
+def measured(text: str, name: str) -> dict[str, float]:
+    """A committed model's validation loss and the two baselines, measured here."""
+    model, tokenizer = load_text_gpt(name=name)
+    context = read_record(name=name).get("context")  # the Llama's training windows; the GPT's table
+    return {"model": validation_loss(model, tokenizer, text, context=context), **baselines(tokenizer, text)}
 
 
 def test_committed_weights_give_the_recorded_validation_loss(
-    measured: dict[str, float], same_corpus: bool
+    measured: dict[str, float], same_corpus: bool, name: str
 ) -> None:
-    record = read_record()
+    record = read_record(name=name)
     recorded = record["validation_loss"]
     if same_corpus:  # only the last float bits of this CPU's kernels move
         assert abs(measured["model"] - recorded) < 0.01, (measured["model"], recorded)
@@ -67,20 +72,65 @@ def test_committed_weights_give_the_recorded_validation_loss(
     assert recorded <= 1.7, f"the documented loss {recorded} misses the 1.7 nats/char aim"
 
 
-def test_bigram_beats_unigram_and_the_model_beats_both(measured: dict[str, float]) -> None:
+def test_bigram_beats_unigram_and_the_model_beats_both(measured: dict[str, float], name: str) -> None:
     assert measured["model"] < measured["bigram"] < measured["unigram"], measured
-    assert measured["unigram"] < math.log(read_record()["config"]["vocab_size"])  # better than uniform
+    vocab = read_record(name=name)["config"]["vocab_size"]
+    assert measured["unigram"] < math.log(vocab)  # better than uniform
 
 
-def test_committed_files_are_small_and_tied_embeddings_survive_loading() -> None:
-    model, tokenizer = load_text_gpt()
+def test_committed_files_are_small_and_tied_embeddings_survive_loading(name: str) -> None:
+    model, tokenizer = load_text_gpt(name=name)
     folder = resources.files("attn_edu") / "weights"  # where the installed package keeps them
-    for name in (WEIGHTS_FILE, RECORD_FILE):
-        size = len((folder / name).read_bytes())
-        assert size <= 10 * 2**20, f"{name}: {size / 2**20:.1f} MB > 10 MB"
+    files = [f"{stem}{suffix}" for stem in ("text_gpt", "text_llama") for suffix in (".safetensors", ".json")]
+    assert WEIGHTS_FILE in files and RECORD_FILE in files
+    sizes = {file: len((folder / file).read_bytes()) for file in files}
+    assert sum(sizes.values()) <= 10 * 2**20, f"{sum(sizes.values()) / 2**20:.1f} MB > 10 MB: {sizes}"
     assert model.lm_head.weight is model.token_embedding.weight
     assert model.config.vocab_size == tokenizer.vocab_size
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_the_sliding_window_model_writes_far_past_its_window_with_a_constant_cache() -> None:
+    """400 characters after a prompt, window 128: cached logits equal one full forward pass, and the
+    rolling cache holds 128 characters per layer from the 128th on."""
+    model, tokenizer = load_text_gpt(name="text_llama")
+    W = model.config.sliding_window
+    text = corpus()
+    ids = tokenizer.encode(text[text.index('The "for" statement') :][:416])[None]  # (1, 416)
+    cache = KVCache(model.config.num_layers, window=W)
+    with torch.no_grad():
+        steps = [model(ids[:, :16], kv_cache=cache)]
+        sizes = set()
+        for t in range(16, ids.shape[1]):
+            steps.append(model(ids[:, t : t + 1], kv_cache=cache))
+            if t >= W:  # the buffers are full from here on
+                sizes.add(cache.nbytes())
+        full = model(ids)  # (1, 416, V) with the sliding-window mask
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-4, rtol=1e-4)
+    layer = model.blocks[0].attn
+    assert sizes == {model.config.num_layers * 2 * layer.num_kv_heads * W * layer.head_dim * 4}
+    continuation = sample(model, tokenizer, 'The "while" statement\n', 300)
+    assert len(continuation) == 300  # no position table to run out of
+
+
+def test_the_llama_trains_and_round_trips(tmp_path, text: str) -> None:
+    tiny = LlamaConfig(embed_dim=32, num_layers=1, num_heads=2, num_kv_heads=1, ffn_dim=64, sliding_window=8)
+    model, tokenizer, run = train_text_gpt(
+        tiny, context=24, steps=30, batch_size=8, lr=1e-2, text=text, progress=False
+    )
+    first, last = sum(run.losses[:5]) / 5, sum(run.losses[-5:]) / 5
+    assert last < first - 0.5, f"loss {first:.3f} -> {last:.3f}"
+    save_text_gpt(model, tokenizer, {"note": "test"}, tmp_path, name="text_llama")
+    loaded, _ = load_text_gpt(tmp_path, name="text_llama")
+    assert isinstance(loaded, Llama) and loaded.config == model.config
+    ids = tokenizer.encode("The for statement")[None]  # (1, T)
+    assert torch.equal(loaded(ids), model(ids))
+    with pytest.raises(ValueError, match="context"):
+        train_text_gpt(tiny, steps=1, text=text, progress=False)  # no position table: say how long
+    with pytest.raises(ValueError, match="context"):
+        validation_loss(model, tokenizer, text)
+    with pytest.raises(ValueError, match="name"):
+        load_text_gpt(name="text_bert")
 
 
 def test_a_few_training_steps_lower_the_loss(text: str) -> None:
@@ -156,8 +206,15 @@ def test_fused_attention_matches_the_reference() -> None:
         assert diff.max() < 1e-5, f"max {diff.max():.2e}, mean {diff.mean():.2e}"
     with pytest.raises(ValueError, match="S == T"):
         fused_attention(q, k[..., :5, :], v[..., :5, :], is_causal=True)
+    band = sliding_window_mask(7, window=3)  # (T, S): a sliding window's band, causal already
+    for is_causal in (False, True):
+        fused = fused_attention(q, k, v, band, is_causal=is_causal)
+        reference = scaled_dot_product_attention(q, k, v, band, is_causal=is_causal)
+        assert (fused - reference).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="at least one key"):
+        fused_attention(q, k, v, torch.zeros(7, 7, dtype=torch.bool))  # PyTorch would give NaN
     with pytest.raises(ValueError, match="mask"):
-        fused_attention(q, k, v, torch.ones(7, 7, dtype=torch.bool))
+        fused_attention(q, k, v, torch.ones(7, 7))  # a float mask
 
 
 def test_save_and_load_keep_the_model(tmp_path, text: str) -> None:
@@ -168,6 +225,15 @@ def test_save_and_load_keep_the_model(tmp_path, text: str) -> None:
     ids = tokenizer.encode("The for statement")[None]  # (1, T)
     assert torch.equal(loaded(ids), model(ids))
     assert loaded_tokenizer.chars == tokenizer.chars and read_record(tmp_path)["note"] == "test"
+
+
+def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
+    assert main(["train", "--model", "llama", "--steps", "1", "--out", str(tmp_path)]) == 0
+    record = read_record(tmp_path, name="text_llama")
+    assert record["architecture"] == "llama" and record["context"] == 256
+    assert record["command"] == "python -m attn_edu.text_gpt train --model llama --steps 1 --seed 0"
+    assert main(["report", "--model", "llama", "--dir", str(tmp_path)]) == 0
+    assert "text_llama:" in capsys.readouterr().out
 
 
 def test_command_trains_and_reports(tmp_path, capsys) -> None:

@@ -3,6 +3,7 @@
 Usage::
 
     python -m attn_edu.bench kv_cache [--lengths 128 512 1024] [--prompt 16] [--threads 1] [--json FILE]
+    python -m attn_edu.bench kv_cache --model text --lengths 256 1024 --threads 2
 
 For each number ``N`` of new tokens, greedy :func:`attn_edu.generation.generate` runs twice on the same
 prompt, in the same process, one after the other: with ``use_cache=True`` (prefill, then one token
@@ -14,9 +15,13 @@ Without the cache, step ``t`` costs a forward pass over ``t`` tokens, so ``N`` s
 token-passes (and ``O(N³)`` attention work); with it, each step is one token attending to ``t``
 cached keys. The ratio therefore grows with ``N``; the target line checks ≥ 10× at ``N = 1024``.
 
-The model is a 4-layer GPT (C=128, 4 heads) with random weights drawn with a larger spread than
-GPT-2's (std 0.1 instead of 0.02) so that the greedy choice is never a near-tie that float rounding
-could flip between the two runs.
+The model (``--model random``, the default) is a 4-layer GPT (C=128, 4 heads) with random weights
+drawn with a larger spread than GPT-2's (std 0.1 instead of 0.02) so that the greedy choice is never a
+near-tie that float rounding could flip between the two runs. ``--model text`` is the trained
+sliding-window Llama of :mod:`attn_edu.text_gpt` (``text_llama``: 4 layers, C=128, window 128),
+continuing the title of the "while" topic from the Python documentation: its rolling cache holds
+128 characters per layer, so each cached step costs the same however far it has written, while the
+uncached step re-runs the whole text with a sliding-window mask.
 """
 
 from __future__ import annotations
@@ -31,10 +36,16 @@ from attn_edu.bench.timing import best_time_and_result
 
 TARGET_N, TARGET_SPEEDUP = 1024, 10.0
 MODEL = dict(vocab_size=256, embed_dim=128, num_layers=4, num_heads=4, ffn_dim=512)
+TEXT_PROMPT = 'The "while" statement\n*********************\n\n'  # a topic's title, as the docs write it
 
 
-def run(new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: int = 0) -> dict[str, Any]:
+def run(
+    new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: int = 0, model: str = "random"
+) -> dict[str, Any]:
     """Time cached and uncached greedy decoding for each count in ``new_tokens``.
+
+    ``model="random"``: the random-weight GPT, on a random prompt of ``prompt_len`` tokens;
+    ``model="text"``: the trained sliding-window text model on :data:`TEXT_PROMPT`.
 
     Returns ``{"config": ..., "results": [{"new_tokens", "cache_s", "no_cache_s", "speedup",
     "same_tokens"}, ...], "note": ...}``.
@@ -48,21 +59,25 @@ def run(new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: 
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        torch.manual_seed(seed)
-        config = GPTConfig(max_seq_len=prompt_len + max(new_tokens), **MODEL)
-        model = init_normal_(GPT(config), std=0.1).eval()
-        prompt = torch.randint(
-            config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(seed)
-        )
-        generate(model, prompt, 4, use_cache=True)  # warm-up: thread pools, lazily loaded kernels
-        generate(model, prompt, 4, use_cache=False)
+        if model == "text":
+            decoder, prompt, config_note = _text_model()
+        else:
+            torch.manual_seed(seed)
+            config = GPTConfig(max_seq_len=prompt_len + max(new_tokens), **MODEL)
+            decoder = init_normal_(GPT(config), std=0.1).eval()
+            prompt = torch.randint(
+                config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(seed)
+            )
+            config_note = dict(MODEL, prompt_len=prompt_len)
+        generate(decoder, prompt, 4, use_cache=True)  # warm-up: thread pools, lazily loaded kernels
+        generate(decoder, prompt, 4, use_cache=False)
 
         results = []
         for n in new_tokens:
             seconds, outputs = {}, {}
             for use_cache in (True, False):
                 seconds[use_cache], outputs[use_cache] = best_time_and_result(
-                    generate, model, prompt, n, use_cache=use_cache, repeats=3, slow_run_s=10.0
+                    generate, decoder, prompt, n, use_cache=use_cache, repeats=3, slow_run_s=10.0
                 )
             results.append(
                 {
@@ -75,15 +90,31 @@ def run(new_tokens: list[int], *, prompt_len: int = 16, threads: int = 1, seed: 
             )
     finally:
         torch.set_num_threads(previous_threads)  # leave the caller's setting as it was
-    note = (
-        f"GPT {MODEL['num_layers']} layers, C={MODEL['embed_dim']}, H={MODEL['num_heads']}, V={MODEL['vocab_size']}, "
-        f"prompt {prompt_len} tokens, batch 1, float32, CPU, {threads} thread(s), greedy"
-    )
+    if model == "text":
+        note = (
+            f"text_llama (trained, sliding window {config_note['sliding_window']}), 4 layers, C=128, "
+            f"prompt {config_note['prompt_len']} characters, batch 1, float32, CPU, {threads} thread(s), greedy"
+        )
+    else:
+        note = (
+            f"GPT {MODEL['num_layers']} layers, C={MODEL['embed_dim']}, H={MODEL['num_heads']}, V={MODEL['vocab_size']}, "
+            f"prompt {prompt_len} tokens, batch 1, float32, CPU, {threads} thread(s), greedy"
+        )
     return {
-        "config": dict(MODEL, prompt_len=prompt_len, threads=threads, seed=seed),
+        "config": dict(config_note, model=model, threads=threads, seed=seed),
         "results": results,
         "note": note,
     }
+
+
+def _text_model() -> tuple[Any, Any, dict[str, Any]]:
+    """The trained sliding-window text model, its prompt ``(1, T)`` and what the note says of it."""
+    from attn_edu.text_gpt import load_text_gpt
+
+    decoder, tokenizer = load_text_gpt(name="text_llama")
+    prompt = tokenizer.encode(TEXT_PROMPT)[None]  # (1, T)
+    note = {"sliding_window": decoder.config.sliding_window, "prompt_len": prompt.shape[1]}
+    return decoder, prompt, note
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -94,6 +125,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 1024], help="new tokens N")
     parser.add_argument("--prompt", type=int, default=16, help="prompt length")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument(
+        "--model",
+        choices=("random", "text"),
+        default="random",
+        help="a random-weight GPT, or the trained sliding-window text model",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     if min(args.lengths + [args.prompt, args.threads]) <= 0:
@@ -103,7 +140,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
-    report = run(args.lengths, prompt_len=args.prompt, threads=args.threads)
+    report = run(args.lengths, prompt_len=args.prompt, threads=args.threads, model=args.model)
     rows = report["results"]
     print(f"KV-cache decoding: {report['note']}")
     print(f"{'new tokens':>10} {'cache s':>9} {'no cache s':>11} {'speed-up':>9} {'same tokens':>12}")

@@ -8,7 +8,9 @@ The same skeleton as GPT-2 with the later improvements Llama collected (Touvron 
 RMSNorm instead of LayerNorm (Zhang & Sennrich, 2019), SwiGLU instead of GELU (Shazeer, 2020),
 rotary position embeddings instead of a learned table (Su et al., 2021; half-split layout, as in
 Hugging Face), no biases anywhere; Llama 2 70B and Llama 3 add grouped-query attention
-(``num_kv_heads < num_heads``; Ainslie et al., 2023).
+(``num_kv_heads < num_heads``; Ainslie et al., 2023). ``sliding_window=W`` makes it Mistral-like
+(Jiang et al., 2023): every layer attends only to the last ``W`` positions, and
+:func:`attn_edu.generation.generate` then keeps a rolling cache of ``W`` slots per layer.
 
 Shapes:
     input_ids ``(B, T)``; logits ``(B, T, V)``.
@@ -48,12 +50,15 @@ class LlamaConfig:
     rope_base: float = 10000.0  # RoPE base θ (Llama 2: 10000; Llama 3: 500000)
     dropout: float = 0.0  # dropout on sub-layer outputs (Llama: none)
     tie_embeddings: bool = False  # lm_head reuses the token embedding (Llama: no; small Llama 3.2: yes)
+    sliding_window: int | None = None  # each token sees itself and W - 1 before it (Mistral 7B: 4096)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embed_dim", "num_layers", "num_heads", "num_kv_heads", "ffn_dim"):
             check_positive_int(name, getattr(self, name))
         head_dim = check_head_dim(self.embed_dim, self.num_heads, self.head_dim)
         object.__setattr__(self, "head_dim", head_dim)  # frozen: None becomes C / H, once, here
+        if self.sliding_window is not None:
+            check_positive_int("sliding_window", self.sliding_window)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads}, got {self.num_kv_heads}")
         if self.head_dim % 2:
@@ -98,6 +103,7 @@ class Llama(nn.Module):
                     bias=False,
                     rotary=self.rotary,
                     attention_fn=attention_fn,
+                    window=c.sliding_window,
                 ),
                 SwiGLUFeedForward(c.embed_dim, c.ffn_dim),
                 RMSNorm(c.embed_dim, eps=c.norm_eps),
