@@ -28,6 +28,17 @@ def _nbytes(*tensors: torch.Tensor | None) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
+def _new_kv_sizes(k: torch.Tensor, v: torch.Tensor, stored: torch.Tensor | None) -> dict[str, int]:
+    """``{B, H_kv, T, D}`` of the new keys and values, checked against each other and what is stored."""
+    sizes = check_shape("k", k, "B H_kv T D")
+    if stored is not None:
+        held = check_shape("cache", stored, "B H_kv S D")
+        sizes = check_shape("k", k, "B H_kv T D", B=held["B"], H_kv=held["H_kv"], D=held["D"])
+    check_shape("v", v, "B H_kv T D", **sizes)
+    check_same_dtype(k=k, v=v)
+    return sizes
+
+
 class KVCacheLayer:
     """One attention layer's cache: appends new keys/values, returns everything stored so far.
 
@@ -68,13 +79,7 @@ class KVCacheLayer:
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``k, v`` (the new tokens) and return all keys and values stored so far."""
-        sizes = check_shape("k", k, "B H_kv T D")
-        if self.k is not None:
-            stored = check_shape("cache", self.k, "B H_kv S D")
-            sizes = check_shape("k", k, "B H_kv T D", B=stored["B"], H_kv=stored["H_kv"], D=stored["D"])
-        check_shape("v", v, "B H_kv T D", **sizes)
-        check_same_dtype(k=k, v=v)
-        B, H_kv, T, D = sizes.values()
+        B, H_kv, T, D = _new_kv_sizes(k, v, self.k).values()
         new_len = self._seq_len + T
 
         if self.max_len is None:
@@ -152,13 +157,7 @@ class RollingKVCacheLayer:
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``k, v`` into their slots; return the keys and values the new queries may need."""
-        sizes = check_shape("k", k, "B H_kv T D")
-        if self.k is not None:
-            stored = check_shape("cache", self.k, "B H_kv W D")
-            sizes = check_shape("k", k, "B H_kv T D", B=stored["B"], H_kv=stored["H_kv"], D=stored["D"])
-        check_shape("v", v, "B H_kv T D", **sizes)
-        check_same_dtype(k=k, v=v)
-        B, H_kv, T, D = sizes.values()
+        B, H_kv, T, D = _new_kv_sizes(k, v, self.k).values()
         W, start = self.window, self._seq_len
         if self.k is None:
             self.k = k.new_zeros(B, H_kv, W, D)  # (B, H_kv, W, D): all the memory it will ever use

@@ -38,32 +38,26 @@ def hf_gpt2(**overrides):
     return randomize_(transformers.GPT2LMHeadModel(config))
 
 
+# The sizes of the Llama-family test models (Llama, Mistral).
+LLAMA_SIZES = dict(
+    vocab_size=V,
+    hidden_size=32,
+    intermediate_size=56,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # GQA: two query heads per kv head
+)
+
+
 def hf_llama(**overrides):
-    cfg = dict(
-        vocab_size=V,
-        hidden_size=32,
-        intermediate_size=56,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,  # GQA: two query heads per kv head
-        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
-    )
+    cfg = LLAMA_SIZES | dict(rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     config = transformers.LlamaConfig(**(cfg | overrides), attn_implementation="eager")
     return randomize_(transformers.LlamaForCausalLM(config))
 
 
 def hf_mistral(**overrides):
     """A Mistral: Llama's layout with a sliding window of 5 tokens, so 20-token inputs slide well past it."""
-    cfg = dict(
-        vocab_size=V,
-        hidden_size=32,
-        intermediate_size=56,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=5,
-        max_position_embeddings=64,
-    )
+    cfg = LLAMA_SIZES | dict(sliding_window=5, max_position_embeddings=64)
     config = transformers.MistralConfig(**(cfg | overrides), attn_implementation="eager")
     return randomize_(transformers.MistralForCausalLM(config))
 
