@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from attn_edu.mla import MultiHeadLatentAttention
 from attn_edu.models.bert import BERT, BertConfig, BertMLM
 from attn_edu.models.gpt import GPT, GPTConfig
 from attn_edu.models.llama import Llama, LlamaConfig
@@ -266,6 +267,49 @@ def llama_from_hf(model: Any) -> Llama:
         state |= _linear(f"{p}.ffn.up_proj", mlp.up_proj.weight)
         state |= _linear(f"{p}.ffn.down_proj", mlp.down_proj.weight)
     return _load(Llama(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# DeepSeek's multi-head latent attention
+# ---------------------------------------------------------------------------------------------------
+
+
+def mla_from_hf(attention: Any) -> MultiHeadLatentAttention:
+    """A :class:`MultiHeadLatentAttention` with the weights of one ``DeepseekV3Attention`` (or V2) layer.
+
+    Hugging Face's names: ``q_proj`` or ``q_a_proj``/``q_a_layernorm``/``q_b_proj`` (the query's low rank),
+    ``kv_a_proj_with_mqa`` (the latent and the shared rotary key), ``kv_a_layernorm``, ``kv_b_proj`` (every
+    head's ``W^UK`` and ``W^UV``), ``o_proj``.
+    """
+    _require(hasattr(attention, "kv_a_proj_with_mqa"), "mla_from_hf expects a DeepseekV3Attention layer")
+    config = attention.config
+    _require(not getattr(config, "attention_bias", False), "biases are not supported")
+    _require(
+        config.num_key_value_heads == config.num_attention_heads,
+        "MLA's heads all have their own keys: expected num_key_value_heads == num_attention_heads",
+    )
+    ours = MultiHeadLatentAttention(
+        config.hidden_size,
+        config.num_attention_heads,
+        kv_rank=config.kv_lora_rank,
+        nope_dim=config.qk_nope_head_dim,
+        rope_dim=config.qk_rope_head_dim,
+        v_dim=config.v_head_dim,
+        q_rank=config.q_lora_rank,
+        rope_base=_rope_theta(config),
+        rope_layout="interleaved" if getattr(config, "rope_interleave", True) else "half",
+        norm_eps=config.rms_norm_eps,
+    )
+    if config.q_lora_rank is None:
+        state = _linear("q_proj", attention.q_proj.weight)
+    else:
+        state = _linear("q_down", attention.q_a_proj.weight) | _linear("q_up", attention.q_b_proj.weight)
+        state |= _norm("q_norm", attention.q_a_layernorm)
+    state |= _linear("kv_down", attention.kv_a_proj_with_mqa.weight)
+    state |= _norm("kv_norm", attention.kv_a_layernorm)
+    state |= _linear("kv_up", attention.kv_b_proj.weight)
+    state |= _linear("out_proj", attention.o_proj.weight)
+    return _load(ours, state, attention)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -22,19 +22,27 @@ from __future__ import annotations
 import torch
 
 from attn_edu._validate import check_positive_int, check_same_dtype, check_shape
+from attn_edu.hardware import GPUS
 
 
 def _nbytes(*tensors: torch.Tensor | None) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
-def _new_kv_sizes(k: torch.Tensor, v: torch.Tensor, stored: torch.Tensor | None) -> dict[str, int]:
-    """``{B, H_kv, T, D}`` of the new keys and values, checked against each other and what is stored."""
+def _new_kv_sizes(
+    k: torch.Tensor, v: torch.Tensor, stored_k: torch.Tensor | None, stored_v: torch.Tensor | None
+) -> dict[str, int]:
+    """``{B, H_kv, T, D}`` of the new keys and values, checked against each other and what is stored.
+
+    The values may be narrower or wider than the keys (``Dv``, as attention allows; multi-head latent
+    attention stores its latent as keys and its shared rotary key as values), but not change width.
+    """
     sizes = check_shape("k", k, "B H_kv T D")
-    if stored is not None:
-        held = check_shape("cache", stored, "B H_kv S D")
+    if stored_k is not None:
+        held = check_shape("cache", stored_k, "B H_kv S D")
         sizes = check_shape("k", k, "B H_kv T D", B=held["B"], H_kv=held["H_kv"], D=held["D"])
-    check_shape("v", v, "B H_kv T D", **sizes)
+    value_width = {} if stored_v is None else {"Dv": stored_v.shape[-1]}
+    check_shape("v", v, "B H_kv T Dv", B=sizes["B"], H_kv=sizes["H_kv"], T=sizes["T"], **value_width)
     check_same_dtype(k=k, v=v)
     return sizes
 
@@ -79,7 +87,7 @@ class KVCacheLayer:
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``k, v`` (the new tokens) and return all keys and values stored so far."""
-        B, H_kv, T, D = _new_kv_sizes(k, v, self.k).values()
+        B, H_kv, T, D = _new_kv_sizes(k, v, self.k, self.v).values()
         new_len = self._seq_len + T
 
         if self.max_len is None:
@@ -96,7 +104,7 @@ class KVCacheLayer:
         if self.k is None:
             # Reserve the whole buffer once; later steps only write their new rows.
             self.k = k.new_zeros(B, H_kv, self.max_len, D)  # (B, H_kv, max_len, D)
-            self.v = v.new_zeros(B, H_kv, self.max_len, D)  # (B, H_kv, max_len, D)
+            self.v = v.new_zeros(B, H_kv, self.max_len, v.shape[-1])  # (B, H_kv, max_len, Dv)
         self.k[:, :, self._seq_len : new_len] = k
         self.v[:, :, self._seq_len : new_len] = v
         self._seq_len = new_len
@@ -157,11 +165,11 @@ class RollingKVCacheLayer:
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``k, v`` into their slots; return the keys and values the new queries may need."""
-        B, H_kv, T, D = _new_kv_sizes(k, v, self.k).values()
+        B, H_kv, T, D = _new_kv_sizes(k, v, self.k, self.v).values()
         W, start = self.window, self._seq_len
         if self.k is None:
             self.k = k.new_zeros(B, H_kv, W, D)  # (B, H_kv, W, D): all the memory it will ever use
-            self.v = v.new_zeros(B, H_kv, W, D)
+            self.v = v.new_zeros(B, H_kv, W, v.shape[-1])
         assert self.v is not None
 
         if T == 1:  # one decoding step: overwrite the oldest slot, return the buffer unsorted
@@ -376,3 +384,52 @@ def kv_cache_table(
             }
         )
     return rows
+
+
+def decode_roofline(
+    *,
+    weight_bytes: int,
+    cache_bytes_per_token: int,
+    context: int,
+    batch_size: int = 1,
+    gpu: str = "H100",
+) -> dict[str, float | bool]:
+    """The fastest a decoder can generate on ``gpu`` if every step is limited by memory bandwidth.
+
+    Each decoding step reads every weight once (shared by the batch) and every cached key and value of every
+    sequence once, and does about two FLOPs per weight per sequence. Below a batch of a few hundred that is
+    far less arithmetic than the tensor cores could do in the time the bytes take to arrive (bf16: 2 FLOPs
+    per 2-byte weight and sequence against the H100's ridge of 989 / 3.35 ≈ 295 FLOP/B), so the step takes
+
+        bytes per step = weight_bytes + batch_size · context · cache_bytes_per_token
+        step time      ≥ bytes per step / HBM bandwidth,   tokens/s = batch_size / step time
+
+    (the decode roofline of Pope et al., 2022, section 3; bandwidths: :data:`attn_edu.hardware.GPUS`).
+    ``fits`` says whether weights and cache fit in the GPU's memory at all. Real servers reach 50-80 % of it.
+
+    Example:
+        >>> llama = dict(weight_bytes=13_476_831_232, cache_bytes_per_token=32 * 2 * 32 * 128 * 2)  # Llama-2-7B
+        >>> row = decode_roofline(**llama, context=4096)
+        >>> round(row["tokens_per_s"]), row["fits"]
+        (214, True)
+        >>> decode_roofline(**llama, context=131072)["fits"]        # 69 GB of cache besides 13.5 GB of weights
+        False
+    """
+    for name, value in [
+        ("weight_bytes", weight_bytes),
+        ("cache_bytes_per_token", cache_bytes_per_token),
+        ("context", context),
+        ("batch_size", batch_size),
+    ]:
+        check_positive_int(name, value)
+    if gpu not in GPUS:
+        raise ValueError(f"gpu: expected one of {sorted(GPUS)}, got {gpu!r}")
+    total = weight_bytes + batch_size * context * cache_bytes_per_token  # bytes read per step
+    step_s = total / (GPUS[gpu]["hbm_tb_s"] * 1e12)
+    return {
+        "bytes_per_step": total,
+        "cache_share": 1 - weight_bytes / total,
+        "step_ms": 1000 * step_s,
+        "tokens_per_s": batch_size / step_s,
+        "fits": total <= GPUS[gpu]["memory_gb"] * 1e9,
+    }

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_edu.bench import timing
-from attn_edu.bench.timing import best_time, best_time_and_result
+from attn_edu.bench.timing import best_time, best_time_and_result, times_and_result
 
 
 class FakeClock:
@@ -52,6 +52,15 @@ def test_passes_arguments_and_returns_the_last_result(fake_clock):
     seconds, result = best_time_and_result(fn, 1, 2, c=3, repeats=4)
     assert calls == [(1, 2, 3)] * 4
     assert result == 4 and seconds == pytest.approx(0.1)  # the first, shortest run
+
+
+def test_every_run_is_kept_in_order(fake_clock):
+    durations = [2.0, 0.5, 4.0, 1.0]
+    remaining = list(durations)
+    times, result = times_and_result(lambda: fake_clock.run_for(remaining.pop(0)), repeats=4)
+    assert times == durations and result == 1.0  # every run, in order; the last run's result
+    times, _ = times_and_result(lambda: fake_clock.run_for(3.0), repeats=5, slow_run_s=2.0)
+    assert times == [3.0]  # a slow run is not repeated here either
 
 
 def test_a_slow_run_is_not_repeated(fake_clock):

@@ -10,6 +10,7 @@ from attn_edu.kv_cache import (
     KVCache,
     KVCacheLayer,
     RollingKVCacheLayer,
+    decode_roofline,
     kv_cache_bytes,
     kv_cache_table,
 )
@@ -263,3 +264,27 @@ def test_cache_errors():
         rolling.update(torch.randn(1, 2, 1, 5), torch.randn(1, 2, 1, 5))
     with pytest.raises(ValueError, match="seq_len"):
         kv_cache_bytes(num_layers=1, num_kv_heads=1, seq_len=0, head_dim=8)
+
+
+def test_decode_roofline_is_bandwidth_over_bytes():
+    from attn_edu.hardware import GPUS
+
+    weights, per_token = 14 * 10**9, 2**19  # a 7B model in bf16; Llama-2-7B's 512 KiB of cache per token
+    short = decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=1)
+    assert short["tokens_per_s"] == pytest.approx(GPUS["H100"]["hbm_tb_s"] * 1e12 / (weights + per_token))
+    rows = [
+        decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=n)
+        for n in (1024, 8192, 65536)
+    ]
+    assert rows[0]["tokens_per_s"] > rows[1]["tokens_per_s"] > rows[2]["tokens_per_s"]  # the cache grows
+    assert rows[0]["cache_share"] < rows[1]["cache_share"] < rows[2]["cache_share"]
+    batched = decode_roofline(
+        weight_bytes=weights, cache_bytes_per_token=per_token, context=1024, batch_size=16
+    )
+    assert rows[0]["tokens_per_s"] < batched["tokens_per_s"] < 16 * rows[0]["tokens_per_s"]  # weights shared
+    h200 = decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=1024, gpu="H200")
+    assert h200["tokens_per_s"] / rows[0]["tokens_per_s"] == pytest.approx(4.8 / 3.35)
+    with pytest.raises(ValueError, match="gpu"):
+        decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=8, gpu="V100")
+    with pytest.raises(ValueError, match="context"):
+        decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=0)

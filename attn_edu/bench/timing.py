@@ -1,4 +1,4 @@
-"""One timer for the course: the fastest of a few runs of a function.
+"""One timer for the course: the fastest of a few runs of a function (or every run's time, for a spread).
 
 Why the fastest, not the mean: on a shared machine other work only ever *adds* time, so the
 minimum is the closest to what the code itself costs. Two clocks:
@@ -46,6 +46,30 @@ def best_time_and_result(
         >>> total, seconds >= 0
         (499500, True)
     """
+    times, result = times_and_result(
+        fn, *args, repeats=repeats, clock=clock, threads=threads, slow_run_s=slow_run_s, **kwargs
+    )
+    return min(times), result
+
+
+def times_and_result(
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = 3,
+    clock: Literal["wall", "cpu"] = "wall",
+    threads: int | None = None,
+    slow_run_s: float | None = None,
+    **kwargs: Any,
+) -> tuple[list[float], Any]:
+    """Seconds of every run, in order, and the result of the last: for a median and a spread.
+
+    Arguments as :func:`best_time`.
+
+    Example:
+        >>> times, total = times_and_result(sum, range(1000), repeats=3)
+        >>> len(times), total, min(times) >= 0
+        (3, 499500, True)
+    """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats: expected an integer >= 1, got {repeats!r}")
     if clock not in CLOCKS:
@@ -63,18 +87,18 @@ def best_time_and_result(
         previous_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        best, result = float("inf"), None
+        times: list[float] = []
+        result = None
         for _ in range(repeats):
             start = now()
             result = fn(*args, **kwargs)
-            elapsed = now() - start
-            best = min(best, elapsed)
-            if slow_run_s is not None and elapsed > slow_run_s:
+            times.append(now() - start)
+            if slow_run_s is not None and times[-1] > slow_run_s:
                 break
     finally:
         if previous_threads is not None:
             torch.set_num_threads(previous_threads)  # the caller's setting, whatever happened
-    return best, result
+    return times, result
 
 
 def best_time(
@@ -115,4 +139,4 @@ def best_time(
     )[0]
 
 
-__all__ = ["CLOCKS", "best_time", "best_time_and_result"]
+__all__ = ["CLOCKS", "best_time", "best_time_and_result", "times_and_result"]

@@ -56,18 +56,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Per-SM limits (NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute Capability";
-# A100 and H100 tuning guides): 64 K 32-bit registers, at most 255 per thread, allocated per warp in
-# units of 256; 2,048 threads and 32 blocks; shared memory usable per SM and per block, of which the
-# runtime reserves 1 KB per block. SMs and peaks from the A100 / H100 / H200 datasheets (dense, no sparsity).
-GPUS: dict[str, dict[str, Any]] = {
-    "A100": {"target": 80, "sms": 108, "shared_per_sm": 164 * 1024, "shared_per_block": 163 * 1024,
-             "bf16_tflops": 312.0, "hbm_tb_s": 2.039},
-    "H100": {"target": 90, "sms": 132, "shared_per_sm": 228 * 1024, "shared_per_block": 227 * 1024,
-             "bf16_tflops": 989.0, "hbm_tb_s": 3.35},
-    "H200": {"target": 90, "sms": 132, "shared_per_sm": 228 * 1024, "shared_per_block": 227 * 1024,
-             "bf16_tflops": 989.0, "hbm_tb_s": 4.8},
-}  # fmt: skip
+from attn_edu.hardware import GPUS
+
+# Per-SM limits, SM counts and peaks: attn_edu.hardware (cited there).
 REGISTERS_PER_SM = 65536
 REGISTER_UNIT = 256  # registers are given to a warp in blocks of 256
 THREADS_PER_SM = 2048
