@@ -5,6 +5,8 @@
    causal case an RNN with a ``(D, Dv)`` state.
 2. **Performer** (Choromanski et al. 2021): random features whose dot product is, on average,
    exactly ``exp(q·k)``, so linear attention *approximates softmax attention*.
+3. **Linformer** (Wang et al. 2020): project the ``S`` keys and values down to ``r`` rows along the
+   sequence, ``softmax(Q (E K)ᵀ) (F V)``: ``O(T·r)`` scores, on the bet that attention is low rank.
 
 Sparse patterns are in :mod:`attn_edu.sparse`; routing tokens to experts in :mod:`attn_edu.moe`.
 """
@@ -257,3 +259,50 @@ def performer_attention(
     q_features = performer_features(q, projection, scale=scale)  # (..., T, F)
     k_features = performer_features(k, projection, scale=scale)  # (..., S, F)
     return _linear_attention(q_features, k_features, v, is_causal, eps=1e-12)  # (..., T, Dv)
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Linformer (Wang et al. 2020)
+# ----------------------------------------------------------------------------------------------
+
+
+def linformer_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    e_proj: torch.Tensor,
+    f_proj: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """``softmax(Q (E K)ᵀ · scale) (F V)``: attention over ``r`` mixtures of the keys instead of all ``S``.
+
+    Linformer (Wang et al. 2020, §4, eq. 7) observes that the attention matrix is approximately low rank and
+    multiplies keys and values along the *sequence* by learned ``(r, S)`` matrices ``E`` and ``F`` (``F``
+    defaults to ``E``; the paper also shares them). The scores are ``(T, r)``: linear in ``S`` for fixed
+    ``r``. Not causal (each of the ``r`` rows mixes every position, future ones included) and tied to one
+    length ``S``: it suits encoders. With random ``E`` (a Johnson-Lindenstrauss projection, the paper's
+    Theorem 1) the error falls as ``r`` grows; trained ``E`` do better.
+
+    Shapes:
+        q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``, e_proj and f_proj ``(r, S)``;
+        returns ``(..., T, Dv)``.
+
+    Example:
+        >>> q, k, v = torch.randn(2, 10, 8), torch.randn(2, 32, 8), torch.randn(2, 32, 4)
+        >>> linformer_attention(q, k, v, torch.randn(6, 32) / 6**0.5).shape
+        torch.Size([2, 10, 4])
+        >>> exact = torch.softmax(q @ k.mT / 8**0.5, -1) @ v          # r = S with E = I: exact attention
+        >>> torch.allclose(linformer_attention(q, k, v, torch.eye(32)), exact, atol=1e-5)
+        True
+    """
+    sizes = check_qkv(q, k, v)
+    f_proj = e_proj if f_proj is None else f_proj
+    for name, proj in (("e_proj", e_proj), ("f_proj", f_proj)):
+        check_floating(name, proj)
+        check_shape(name, proj, "r S", S=sizes["S"])
+    scale = check_scale(scale, sizes["D"])
+    k_low = e_proj @ k  # (..., r, D): r mixtures of the S keys
+    v_low = f_proj @ v  # (..., r, Dv)
+    weights = torch.softmax((q @ k_low.transpose(-2, -1)) * scale, dim=-1)  # (..., T, r)
+    return weights @ v_low  # (..., T, Dv)

@@ -33,6 +33,7 @@ from attn_edu._validate import (
     check_scale,
     check_shape,
 )
+from attn_edu.masks import causal_mask
 
 NEG_INF = float("-inf")
 
@@ -465,10 +466,101 @@ def tiled_attention(
     return _TiledAttention.apply(q, k, v, mask, bool(is_causal), scale, block_q, block_k)
 
 
+# ----------------------------------------------------------------------------------------------
+# 6. Split-KV decoding (FlashDecoding)
+# ----------------------------------------------------------------------------------------------
+
+
+def combine_splits(outs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge attention computed separately over disjoint groups of keys into attention over all of them.
+
+    Split ``j`` saw keys ``K_j`` and returned ``out_j = Σ_{s∈K_j} e^{x_s} v_s / Σ_{s∈K_j} e^{x_s}`` and
+    ``lse_j = log Σ_{s∈K_j} e^{x_s}``. The whole softmax's denominator is ``Σ_j e^{lse_j}``, so
+
+        lse = logsumexp_j(lse_j),    out = Σ_j e^{lse_j − lse} · out_j
+
+    the same rescaling as the online softmax, done once across splits instead of step by step. A split
+    with no visible key (``lse_j = −inf``) gets weight 0; a query that saw nothing anywhere gets zeros.
+
+    Shapes:
+        outs ``(splits, ..., T, Dv)``, lses ``(splits, ..., T)``; returns ``(..., T, Dv)`` and ``(..., T)``.
+
+    Example:
+        >>> x, v = torch.randn(1, 6), torch.randn(6, 2)                     # one query's scores, 6 values
+        >>> halves = [(torch.softmax(x[:, i:i + 3], -1) @ v[i:i + 3], torch.logsumexp(x[:, i:i + 3], -1))
+        ...           for i in (0, 3)]
+        >>> out, lse = combine_splits(*map(torch.stack, zip(*halves)))
+        >>> torch.allclose(out, torch.softmax(x, -1) @ v, atol=1e-6)
+        True
+    """
+    check_floating("outs", outs)
+    check_floating("lses", lses)
+    if lses.dim() < 2 or tuple(outs.shape[:-1]) != tuple(lses.shape):
+        raise ValueError(
+            f"lses: expected shape {tuple(outs.shape[:-1])} (outs without its last dim), got {tuple(lses.shape)}"
+        )
+    lse = torch.logsumexp(lses.float(), dim=0)  # (..., T); -inf where no split saw a key
+    weights = torch.exp(lses.float() - _safe_max(lse))  # (J, ..., T): e^{lse_j - lse}, 0 for empty splits
+    out = (weights[..., None] * outs.float()).sum(dim=0)  # (..., T, Dv)
+    return out.to(outs.dtype), lse
+
+
+def split_kv_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    num_splits: int,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Attention over a long cache cut into ``num_splits`` pieces that can run side by side (FlashDecoding).
+
+    While decoding, ``T = 1``: FlashAttention parallelises over batch, heads and query blocks, which is one
+    program per (batch, head), too few to fill a GPU at batch 1. FlashDecoding (Dao, Haziza, Massa and
+    Sizov, 2023, "Flash-Decoding for long-context inference") splits the *keys* instead: each piece runs
+    :func:`tiled_attention_forward` on its keys and returns its output and log-sum-exp, and
+    :func:`combine_splits` merges them exactly. The pieces are computed one after another here; on a GPU
+    they are separate programs. ``mask`` and ``is_causal`` (bottom-right) refer to the whole ``(T, S)``.
+
+    Shapes:
+        q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``; returns ``(..., T, Dv)``.
+
+    Example:
+        >>> from attn_edu.attention import scaled_dot_product_attention
+        >>> q, k, v = torch.randn(1, 8, 1, 16), torch.randn(1, 8, 1000, 16), torch.randn(1, 8, 1000, 16)
+        >>> torch.allclose(split_kv_attention(q, k, v, num_splits=7), scaled_dot_product_attention(q, k, v), atol=1e-5)
+        True
+    """
+    batch, _ = _check_inputs(q, k, v, mask, scale, 1, 1)
+    check_positive_int("num_splits", num_splits)
+    T, S = q.shape[-2], k.shape[-2]
+    if num_splits > S:
+        raise ValueError(f"num_splits: expected at most S = {S} (one key per split), got {num_splits}")
+    if is_causal:
+        causal = causal_mask(T, S, device=q.device)  # (T, S), bottom-right
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        mask = mask.expand(*batch, T, S)  # (..., T, S)
+    bounds = [round(j * S / num_splits) for j in range(num_splits + 1)]  # near-equal pieces of the keys
+    outs, lses = [], []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        piece_mask = None if mask is None else mask[..., start:end]  # (..., T, S_j)
+        out_j, lse_j = tiled_attention_forward(
+            q, k[..., start:end, :], v[..., start:end, :], mask=piece_mask, scale=scale, block_k=end - start
+        )  # (..., T, Dv), (..., T)
+        outs.append(out_j)
+        lses.append(lse_j)
+    return combine_splits(torch.stack(outs), torch.stack(lses))[0]  # (..., T, Dv)
+
+
 __all__ = [
+    "combine_splits",
     "logsumexp_from_stats",
     "online_softmax",
     "online_softmax_steps",
+    "split_kv_attention",
     "tiled_attention",
     "tiled_attention_backward",
     "tiled_attention_forward",

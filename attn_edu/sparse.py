@@ -6,13 +6,25 @@ patterns are boolean masks (``True`` = may attend, bottom-right aligned like eve
 :mod:`attn_edu.masks`) used with the reference attention, so you can *see* a pattern and measure its
 density; a real implementation computes only the allowed blocks. Patterns are combined with ``|`` (a key is
 visible if *any* pattern allows it), unlike :func:`attn_edu.masks.combine_masks`, which intersects.
+
+Two computations that use the sparsity instead of masking a full matrix: :func:`sliding_window_attention`
+(only the key blocks inside the band are multiplied, so it is faster, measured in notebook 11) and
+Reformer's locality-sensitive hashing (:func:`lsh_buckets`, :func:`lsh_mask`: a query looks only at keys
+that hash to its bucket).
 """
 
 from __future__ import annotations
 
 import torch
 
-from attn_edu._validate import check_mask, check_positive_int
+from attn_edu._validate import (
+    check_floating,
+    check_mask,
+    check_positive_int,
+    check_qkv,
+    check_scale,
+    check_shape,
+)
 
 
 def _offsets(T: int, S: int | None, device: torch.device | str | None = None) -> torch.Tensor:
@@ -210,3 +222,108 @@ def mask_density(mask: torch.Tensor) -> float:
     if mask.numel() == 0:
         raise ValueError(f"mask: expected a non-empty mask, got shape {tuple(mask.shape)}")
     return mask.float().mean().item()
+
+
+def sliding_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    window: int,
+    block: int = 128,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Causal sliding-window attention that computes only the keys inside the band, block by block.
+
+    The result equals the reference attention with :func:`sliding_window_mask` (``T == S``), but a block
+    of ``block`` queries starting at ``t0`` multiplies only the keys ``t0 − window + 1 … t0 + block − 1``:
+    ``O(T·(window + block))`` scores instead of ``O(T²)``, the saving a masked dense product never makes.
+    A real kernel does the same with fixed-size tiles (Longformer's banded kernel; FlexAttention's block mask).
+
+    Shapes:
+        q, k ``(..., T, D)``, v ``(..., T, Dv)``; returns ``(..., T, Dv)``.
+
+    Example:
+        >>> from attn_edu.attention import scaled_dot_product_attention
+        >>> q, k, v = torch.randn(3, 2, 50, 8).unbind(0)
+        >>> dense = scaled_dot_product_attention(q, k, v, sliding_window_mask(50, window=7))
+        >>> torch.allclose(sliding_window_attention(q, k, v, window=7, block=16), dense, atol=1e-6)
+        True
+    """
+    sizes = check_qkv(q, k, v)
+    T = sizes["T"]
+    if sizes["S"] != T:
+        raise ValueError(f"k: expected as many keys as queries (self-attention), got T={T}, S={sizes['S']}")
+    check_positive_int("window", window)
+    check_positive_int("block", block)
+    scale = check_scale(scale, sizes["D"])
+    out = []
+    for start in range(0, T, block):
+        stop = min(start + block, T)
+        first = max(0, start - window + 1)  # the oldest key any query of this block may see
+        scores = (q[..., start:stop, :] @ k[..., first:stop, :].transpose(-2, -1)) * scale  # (..., b, w + b)
+        band = sliding_window_mask(stop - start, stop - first, window=window, device=q.device)  # (b, w + b)
+        weights = torch.softmax(scores.masked_fill(~band, float("-inf")), dim=-1)  # every row sees itself
+        out.append(weights @ v[..., first:stop, :])  # (..., b, Dv)
+    return torch.cat(out, dim=-2)  # (..., T, Dv)
+
+
+def lsh_buckets(
+    x: torch.Tensor, num_buckets: int, *, rounds: int = 1, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Reformer's angular locality-sensitive hash: ``h(x) = argmax([x R ; −x R])`` for a random rotation ``R``.
+
+    ``R`` is a random ``(D, num_buckets / 2)`` Gaussian matrix; vectors at a small angle land in the same
+    bucket with high probability, vectors far apart rarely (Kitaev, Kaiser and Levskaya 2020, §3, after
+    Andoni et al. 2015). Each of ``rounds`` hashes draws its own ``R``.
+
+    Shapes:
+        x ``(..., T, D)``; returns ``(rounds, ..., T)`` ints in ``0 .. num_buckets − 1``.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.99, 0.1], [-1.0, 0.0]])
+        >>> b = lsh_buckets(x, 8, rounds=4, generator=torch.Generator().manual_seed(0))
+        >>> bool((b[:, 0] == b[:, 1]).all()), bool((b[:, 0] == b[:, 2]).any())   # near: same; opposite: never
+        (True, False)
+    """
+    check_floating("x", x)
+    D = check_shape("x", x, "... T D")["D"]
+    check_positive_int("num_buckets", num_buckets)
+    check_positive_int("rounds", rounds)
+    if num_buckets % 2:
+        raise ValueError(
+            f"num_buckets: expected an even number (the hash is argmax over [xR; -xR]), got {num_buckets}"
+        )
+    rotations = torch.randn(rounds, D, num_buckets // 2, generator=generator).to(x.device)  # (rounds, D, n/2)
+    projected = torch.einsum("...td,rdn->r...tn", x.float(), rotations)  # (rounds, ..., T, n/2)
+    return torch.cat([projected, -projected], dim=-1).argmax(dim=-1)  # (rounds, ..., T)
+
+
+def lsh_mask(buckets: torch.Tensor, *, causal: bool = False, exclude_self: bool = False) -> torch.Tensor:
+    """Which keys a query may see under LSH attention: those sharing its bucket in at least one round.
+
+    Reformer ties queries and keys (shared-QK attention), so one hash per token serves both sides, and a
+    token always shares its own bucket. With shared keys a token's score with itself is the largest of
+    all, so Reformer forbids it (``exclude_self``) unless nothing else shares the token's buckets
+    (Kitaev et al. 2020, §3, "Causal masking for shared-QK attention"). With ``causal`` only earlier tokens.
+
+    Shapes:
+        buckets ``(rounds, ..., T)``; returns ``(..., T, T)`` bool.
+
+    Example:
+        >>> lsh_mask(torch.tensor([[0, 1, 0, 1]])).int()
+        tensor([[1, 0, 1, 0],
+                [0, 1, 0, 1],
+                [1, 0, 1, 0],
+                [0, 1, 0, 1]], dtype=torch.int32)
+    """
+    if buckets.dim() < 2:
+        raise ValueError(f"buckets: expected shape (rounds, ..., T), got {tuple(buckets.shape)}")
+    same = (buckets[..., :, None] == buckets[..., None, :]).any(dim=0)  # (..., T, T)
+    if causal:
+        same = same & _offsets(buckets.shape[-1], None, buckets.device).ge(0)
+    if exclude_self:
+        others = same & ~torch.eye(buckets.shape[-1], dtype=torch.bool, device=buckets.device)  # (..., T, T)
+        alone = ~others.any(dim=-1, keepdim=True)  # (..., T, 1): a token with no one else keeps itself
+        same = others | (same & alone)
+    return same

@@ -10,6 +10,7 @@ from attn_edu.efficient import (
     elu_feature_map,
     linear_attention,
     linear_attention_recurrent,
+    linformer_attention,
     orthogonal_random_matrix,
     performer_attention,
     performer_features,
@@ -98,3 +99,30 @@ def test_performer_error_shrinks_with_more_features(is_causal):
         errors.append(sum((out - ref).abs().mean().item() for out in runs) / len(runs))
     assert all(a > b for a, b in zip(errors, errors[1:])), errors
     assert errors[-1] < errors[0] / 4, errors  # Monte Carlo: error ~ 1/sqrt(m), 64x more features
+
+
+def test_linformer_with_the_identity_is_exact_and_its_error_falls_with_the_rank():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (
+        torch.randn(2, 4, 16, 8, generator=g),
+        torch.randn(2, 4, 64, 8, generator=g),
+        torch.randn(2, 4, 64, 8, generator=g),
+    )
+    exact = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(linformer_attention(q, k, v, torch.eye(64)), exact, atol=1e-5, rtol=1e-5)
+    errors = {}
+    for r in (4, 16, 256):
+        runs = []
+        for seed in range(4):
+            e = torch.randn(r, 64, generator=torch.Generator().manual_seed(seed)) / r**0.5  # JL projection
+            runs.append(((linformer_attention(q, k, v, e) - exact).norm() / exact.norm()).item())
+        errors[r] = sorted(runs)[len(runs) // 2]
+    assert errors[4] > errors[16] > errors[256], errors
+
+
+def test_linformer_checks_the_projection_length():
+    q, k, v = torch.randn(5, 8), torch.randn(12, 8), torch.randn(12, 8)
+    with pytest.raises(ValueError, match=r"e_proj: expected shape \(r, S\)"):
+        linformer_attention(q, k, v, torch.randn(4, 11))
+    with pytest.raises(ValueError, match="f_proj"):
+        linformer_attention(q, k, v, torch.randn(4, 12), torch.randn(4, 10))

@@ -8,9 +8,11 @@ import torch.nn.functional as F
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.flash import (
+    combine_splits,
     logsumexp_from_stats,
     online_softmax,
     online_softmax_steps,
+    split_kv_attention,
     tiled_attention,
     tiled_attention_backward,
     tiled_attention_forward,
@@ -243,3 +245,31 @@ def test_logsumexp_from_stats_equals_torch(block_size):
     got = logsumexp_from_stats(m_i, l_i)
     torch.testing.assert_close(got, torch.logsumexp(x.float(), dim=-1), rtol=1e-6, atol=1e-4)
     assert torch.isneginf(got[0, 1])
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 7, 64])
+def test_split_kv_decoding_equals_the_reference(num_splits):
+    """One query (decoding) over a long cache, in uneven splits; also GQA-style broadcast heads."""
+    g = torch.Generator().manual_seed(num_splits)
+    q = torch.randn(2, 4, 1, 16, generator=g)  # (B, H, T=1, D)
+    k, v = torch.randn(2, 1, 997, 16, generator=g), torch.randn(2, 1, 997, 8, generator=g)  # shared kv head
+    out = split_kv_attention(q, k, v, num_splits=num_splits)
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
+
+
+def test_split_kv_with_causal_queries_and_masks_that_empty_whole_splits():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=g) for n in (5, 40, 40))
+    for mask in (None, torch.arange(40) < 9):  # keys 9.. hidden: most splits see nothing
+        expected = scaled_dot_product_attention(q, k, v, mask, is_causal=True)
+        got = split_kv_attention(q, k, v, mask, num_splits=6, is_causal=True)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    nothing = split_kv_attention(q, k, v, torch.zeros(40, dtype=torch.bool), num_splits=4)
+    assert torch.equal(nothing, torch.zeros_like(nothing))  # no key anywhere: zeros, never NaN
+
+
+def test_combine_splits_checks_its_inputs():
+    with pytest.raises(ValueError, match="lses"):
+        combine_splits(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 4))
+    with pytest.raises(ValueError, match="num_splits"):
+        split_kv_attention(torch.randn(1, 4), torch.randn(3, 4), torch.randn(3, 4), num_splits=4)

@@ -11,8 +11,11 @@ from attn_edu.sparse import (
     bigbird_mask,
     dilated_window_mask,
     global_tokens_mask,
+    lsh_buckets,
+    lsh_mask,
     mask_density,
     random_blocks_mask,
+    sliding_window_attention,
     sliding_window_mask,
 )
 
@@ -113,3 +116,57 @@ def test_mask_argument_errors():
         global_tokens_mask(4, global_positions=[4])
     with pytest.raises(ValueError, match="num_random: expected at most 3"):
         random_blocks_mask(4, 3, num_random=4, generator=_g(0))
+
+
+@pytest.mark.parametrize(
+    "T, window, block", [(50, 7, 16), (64, 64, 16), (33, 5, 64), (100, 1, 8), (17, 30, 4)]
+)
+def test_blocked_sliding_window_attention_equals_the_masked_dense_one(T, window, block):
+    g = _g(T)
+    q, k, v = (torch.randn(2, 3, T, 8, generator=g) for _ in range(3))
+    dense = scaled_dot_product_attention(q, k, v, sliding_window_mask(T, window=window))
+    torch.testing.assert_close(sliding_window_attention(q, k, v, window=window, block=block), dense)
+
+
+def test_blocked_sliding_window_attention_refuses_cross_attention():
+    q, k = torch.randn(4, 8), torch.randn(6, 8)
+    with pytest.raises(ValueError, match="k: expected as many keys as queries"):
+        sliding_window_attention(q, k, k, window=2)
+
+
+def test_lsh_puts_near_vectors_together_and_far_ones_apart():
+    g = _g(0)
+    x = torch.nn.functional.normalize(torch.randn(200, 16, generator=g), dim=-1)
+    near = torch.nn.functional.normalize(x + 0.05 * torch.randn(200, 16, generator=g), dim=-1)
+    buckets = lsh_buckets(torch.stack([x, near, -x]), 16, rounds=1, generator=g)[0]  # (3, 200)
+    assert (buckets[0] == buckets[1]).float().mean() > 0.7  # a small angle: mostly the same bucket
+    assert not (buckets[0] == buckets[2]).any()  # opposite vectors: argmax of [xR; -xR] flips
+    assert buckets.min() >= 0 and buckets.max() < 16
+
+
+def test_lsh_mask_is_symmetric_sees_itself_and_grows_with_rounds():
+    g = _g(1)
+    x = torch.randn(64, 8, generator=g)
+    masks = [lsh_mask(lsh_buckets(x, 8, rounds=r, generator=_g(2))) for r in (1, 2, 4)]
+    for mask in masks:
+        assert torch.equal(mask, mask.T) and bool(mask.diagonal().all())
+    densities = [mask_density(m) for m in masks]
+    assert densities[0] < densities[1] < densities[2] < 1  # more rounds, more pairs found
+    assert torch.equal(lsh_mask(lsh_buckets(x, 8, generator=_g(2)), causal=True), masks[0] & causal_mask(64))
+    with pytest.raises(ValueError, match="num_buckets"):
+        lsh_buckets(x, 7)
+
+
+def test_lsh_attention_error_falls_with_rounds():
+    """Shared-QK attention (Reformer) restricted to same-bucket keys approaches full attention as rounds grow."""
+    errors = {1: [], 8: []}
+    for seed in range(5):
+        g = _g(10 + seed)
+        qk = torch.nn.functional.normalize(torch.randn(128, 16, generator=g), dim=-1) * 4  # sharp attention
+        v = torch.randn(128, 8, generator=g)
+        full = scaled_dot_product_attention(qk, qk, v, scale=1.0)
+        for rounds in errors:
+            mask = lsh_mask(lsh_buckets(qk, 8, rounds=rounds, generator=_g(100 + seed)))
+            approx = scaled_dot_product_attention(qk, qk, v, mask, scale=1.0)
+            errors[rounds].append(((approx - full).norm() / full.norm()).item())
+    assert max(errors[8]) < min(errors[1]), errors
