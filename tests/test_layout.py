@@ -43,6 +43,7 @@ FLOORS = {
         "params",
         "pretrained",
         "mla",
+        "circuits",
         "corpus",
         "text_gpt",
     ],
