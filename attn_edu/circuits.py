@@ -13,7 +13,9 @@ later layer can read what an earlier head wrote in three places, each measured b
 - **Q-composition**: it feeds the later head's *queries*: ``M_OV,1 M_QK,2``.
 - **V-composition**: it feeds the later head's *values*: ``M_OV,1 M_OV,2``.
 
-Biases are left out (they add constant terms that do not depend on the tokens). Two random matrices of the
+Biases are left out (they add constant terms that do not depend on the tokens). Multiplied out to the
+vocabulary, ``W_E M_OV W_Uᵀ`` says which logits a head raises for each token it attends to; a head that
+copies raises the token's own (:func:`copying_score`). Two random matrices of the
 same shapes already score above 0, so every score is read against :func:`random_composition_baseline`.
 
 **Activation patching** (Meng et al., 2022; Wang et al., 2023) runs the model on a *clean* input and on a
@@ -122,6 +124,25 @@ def random_composition_baseline(
         )
 
     return composition_score(low_rank(), low_rank()).mean().item()
+
+
+def copying_score(full_ov: torch.Tensor) -> torch.Tensor:
+    """``Σ λ / Σ |λ|`` over the eigenvalues of a head's full OV circuit: +1 for a pure copier, −1 for an anti-copier.
+
+    The full OV circuit ``W_E M_OV W_Uᵀ`` ``(V, V)`` maps a token attended to onto the logits the head adds:
+    a head that copies raises the logit of the very token it reads, which shows as eigenvalues with positive
+    real parts (Elhage et al., 2021, "Detecting copying behavior"). The real part of the ratio is returned.
+
+    Shapes:
+        full_ov ``(..., V, V)``; returns ``(...)``.
+
+    Example:
+        >>> copying_score(torch.eye(4)).item(), copying_score(-torch.eye(4)).item()
+        (1.0, -1.0)
+    """
+    check_shape("full_ov", full_ov, "... V V")
+    eigenvalues = torch.linalg.eigvals(full_ov.double())  # (..., V) complex
+    return (eigenvalues.sum(-1) / eigenvalues.abs().sum(-1)).real.to(full_ov.dtype)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import torch
 from attn_edu.circuits import (
     composition_score,
     composition_scores,
+    copying_score,
     head_circuits,
     patch_head_outputs,
     random_composition_baseline,
@@ -93,3 +94,14 @@ def test_patching_recovers_exactly_the_one_head_that_writes():
         patch_head_outputs(model, clean, clean, metric)
     with pytest.raises(ValueError, match="corrupted"):
         patch_head_outputs(model, clean, corrupted[:, :5], metric)
+
+
+def test_copying_score_sees_copiers_and_anti_copiers():
+    g = torch.Generator().manual_seed(3)
+    basis = torch.linalg.qr(torch.randn(10, 10, generator=g))[0]
+    copier = basis @ torch.diag(torch.rand(10, generator=g) + 0.1) @ basis.T  # positive eigenvalues
+    assert copying_score(copier).item() == pytest.approx(1.0, abs=1e-5)
+    assert copying_score(-copier).item() == pytest.approx(-1.0, abs=1e-5)
+    mixed = torch.diag(torch.tensor([1.0, -1.0, 2.0, -2.0]))
+    assert copying_score(mixed).item() == pytest.approx(0.0, abs=1e-6)
+    assert copying_score(torch.stack([copier, -copier])).shape == (2,)

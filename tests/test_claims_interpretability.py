@@ -19,7 +19,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu.circuits import composition_scores, patch_head_outputs, random_composition_baseline
+from attn_edu.circuits import (
+    composition_scores,
+    copying_score,
+    head_circuits,
+    patch_head_outputs,
+    random_composition_baseline,
+)
 from attn_edu.data import induction_task, repeated_sequences
 from attn_edu.interp import (
     ablation_effects,
@@ -117,6 +123,12 @@ def measure(seed: int) -> SimpleNamespace:
             "greedy": pruning_curve(model, batch, greedy_order(model, batch)),
         }
         composition = composition_scores(*model.layers)  # from the weights alone
+        full_ov = torch.stack(
+            [
+                model.token_embedding.weight @ head_circuits(layer)[1] @ model.unembed.weight.T
+                for layer in model.layers
+            ]
+        )  # (L, H, V, V)
         corrupted = ids.clone()
         corrupted[:, :P] = torch.randint(V, (ids.shape[0], P), generator=torch.Generator().manual_seed(5))
 
@@ -126,6 +138,8 @@ def measure(seed: int) -> SimpleNamespace:
         patched = patch_head_outputs(model, ids, corrupted, second_copy_log_prob)
         return SimpleNamespace(
             composition=composition,
+            copying=copying_score(full_ov),  # (L, H)
+            own_logit_top=(full_ov.argmax(-1) == torch.arange(V)).float().mean(-1),  # (L, H)
             recovered=patched["recovered"],
             losses=result.losses,
             final_loss=result.final_loss(),
@@ -298,3 +312,13 @@ def test_patching_puts_the_behaviour_in_the_layer_1_heads(runs):
     for seed, r in runs.items():
         assert (r.recovered[1] > 0.35).all(), (seed, r.recovered)  # each alone brings back ~40-60 %
         assert r.recovered[0].abs().max() < 0.3, (seed, r.recovered)  # a layer-0 head alone: almost nothing
+
+
+def test_the_induction_heads_copy_by_their_weights(runs):
+    for seed, r in runs.items():
+        assert (r.copying[1] > 0.95).all() and (r.own_logit_top[1] > 0.9).all(), (
+            seed,
+            r.copying,
+            r.own_logit_top,
+        )
+        assert r.own_logit_top[1].min() > r.own_logit_top[0].max(), (seed, r.own_logit_top)
