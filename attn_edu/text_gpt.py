@@ -107,7 +107,7 @@ def validation_loss(
     ids = tokenizer.encode(split_corpus(text)[1])  # (M,)
     if len(ids) < 2:
         raise ValueError(f"text: its validation split needs at least 2 characters, got {len(ids)}")
-    T = _context(model, context)
+    T = _context(model.config, context)
     starts = list(range(0, len(ids) - 1, T - 1))  # window i predicts ids[s + 1 .. s + T - 1]
     was_training = model.training
     model.eval()
@@ -128,13 +128,13 @@ def validation_loss(
     return total / count
 
 
-def _context(model: TextModel, context: int | None) -> int:
+def _context(config: GPTConfig | LlamaConfig, context: int | None) -> int:
     """The window length: ``context``, else the model's position table; a Llama has none."""
     if context is not None:
         return check_positive_int("context", context)
-    table = getattr(model.config, "max_seq_len", None)
+    table = getattr(config, "max_seq_len", None)
     if table is None:
-        raise ValueError(f"context: {type(model).__name__} has no position table; give the window length")
+        raise ValueError(f"context: a {type(config).__name__} has no position table; give the window length")
     return table
 
 
@@ -256,7 +256,7 @@ def train_text_gpt(
     config = replace(config or DEFAULT_CONFIG, vocab_size=tokenizer.vocab_size)
     ids = tokenizer.encode(train_text)  # (N,)
     architecture = Llama if isinstance(config, LlamaConfig) else GPT
-    T = _context(architecture(config), context)
+    T = _context(config, context)  # read from the config: no model needed yet
     torch.manual_seed(seed)  # the initial weights
     trainee = architecture(config, attention_fn=fused_attention)
     result = train(
