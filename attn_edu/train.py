@@ -15,10 +15,11 @@ pass ``progress=False`` for runs whose output must be reproducible (nbval).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -52,6 +53,23 @@ class TrainResult:
         return sum(tail) / len(tail)
 
 
+def lr_factor(
+    step: int, steps: int, *, warmup_steps: int = 0, schedule: Literal["constant", "cosine"] = "constant"
+) -> float:
+    """The multiple of the peak learning rate that :func:`train` uses at ``step`` (0-based) of ``steps``.
+
+    Example:
+        >>> [round(lr_factor(s, 5, warmup_steps=2, schedule="cosine"), 3) for s in range(5)]
+        [0.5, 1.0, 1.0, 0.5, 0.0]
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    decay_steps = steps - 1 - warmup_steps
+    return 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / decay_steps)) if decay_steps > 0 else 1.0
+
+
 def train(
     model: nn.Module,
     batches_fn: Callable[[torch.Generator], Any],
@@ -63,6 +81,8 @@ def train(
     progress: bool = True,
     loss_fn: Callable[[nn.Module, Any], torch.Tensor] = lm_loss,
     grad_clip: float | None = 1.0,
+    warmup_steps: int = 0,
+    schedule: Literal["constant", "cosine"] = "constant",
 ) -> TrainResult:
     """Train ``model`` in place for ``steps`` AdamW steps; return the losses and the time taken.
 
@@ -70,6 +90,10 @@ def train(
     given ``torch.Generator``, which is seeded with ``seed``: the same seed and the same initial model
     give the same run. ``loss_fn(model, batch)`` returns a scalar loss (default :func:`lm_loss`).
     Weight decay applies to every parameter (fine at this scale). The model is left in ``eval()`` mode.
+
+    The learning rate rises linearly from ``lr / warmup_steps`` to ``lr`` over the first ``warmup_steps``
+    steps (0: no warm-up), then stays there (``schedule="constant"``) or follows a half cosine down to 0 at
+    the last step (``schedule="cosine"``, as in Loshchilov & Hutter 2017 without restarts).
 
     Example:
         >>> from attn_edu.data import repeated_sequences
@@ -86,10 +110,19 @@ def train(
         raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
     if grad_clip is not None and not grad_clip > 0:
         raise ValueError(f"grad_clip: expected a number > 0 or None, got {grad_clip!r}")
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or not 0 <= warmup_steps < steps:
+        raise ValueError(
+            f"warmup_steps: expected an integer from 0 to steps - 1 = {steps - 1}, got {warmup_steps!r}"
+        )
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule: expected 'constant' or 'cosine', got {schedule!r}")
 
     torch.manual_seed(seed)  # anything random inside the model (dropout) repeats too
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, steps, warmup_steps=warmup_steps, schedule=schedule)
+    )
     step_range: Any = range(steps)
     if progress:
         from tqdm.auto import tqdm  # imported only when asked for
@@ -107,6 +140,7 @@ def train(
         if grad_clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
+        scheduler.step()
         losses.append(loss.item())
         if progress and step % 10 == 0:
             step_range.set_postfix(loss=f"{losses[-1]:.3f}")

@@ -199,3 +199,25 @@ def test_paraphrase_triples_are_distinct_sentences_whose_distractor_shares_words
         more += len(shared) > len(_words(anchor) & _words(paraphrase))
     assert more > len(triples) // 2, f"only {more} distractors share more words than their paraphrase"
     assert paraphrase_triples() is triples  # one constant, not rebuilt per call
+
+
+def test_the_learning_rate_warms_up_linearly_then_stays_or_follows_a_half_cosine_to_zero() -> None:
+    from attn_edu.train import lr_factor
+
+    steps, warmup = 50, 10
+    constant = [lr_factor(s, steps, warmup_steps=warmup) for s in range(steps)]
+    cosine = [lr_factor(s, steps, warmup_steps=warmup, schedule="cosine") for s in range(steps)]
+    assert constant[:warmup] == cosine[:warmup] == [(s + 1) / warmup for s in range(warmup)]
+    assert constant[warmup:] == [1.0] * (steps - warmup)
+    assert cosine[warmup] == 1.0 and cosine[-1] == pytest.approx(0.0, abs=1e-12)
+    assert all(a > b for a, b in zip(cosine[warmup:], cosine[warmup + 1 :]))  # strictly decreasing
+    assert cosine[warmup + (steps - 1 - warmup) // 2] == pytest.approx(0.5, abs=0.05)  # half way down
+
+
+def test_train_refuses_a_warm_up_as_long_as_the_run_and_an_unknown_schedule() -> None:
+    model = torch.nn.Linear(2, 2)
+    batches = lambda g: None  # noqa: E731  (never called)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        train(model, batches, steps=5, warmup_steps=5, progress=False)
+    with pytest.raises(ValueError, match="schedule"):
+        train(model, batches, steps=5, schedule="linear", progress=False)

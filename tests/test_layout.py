@@ -46,6 +46,8 @@ FLOORS = {
         "circuits",
         "corpus",
         "text_gpt",
+        "multitask",
+        "finetune",
     ],
     "interop": ["interop"],
     "kernels": ["kernels"],

@@ -1,0 +1,90 @@
+"""Fine-tuning MiniLM against frozen features: the word-order data are what they say, and the classifier
+built from the encoder's top blocks computes exactly what the whole encoder computes before it trains."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+import torch
+
+from attn_edu import finetune
+from attn_edu.pretrained import mean_pool
+from tests.test_pretrained import needs_minilm
+
+
+def test_documentation_sentences_are_plain_unique_and_of_the_stated_length() -> None:
+    sentences = finetune.documentation_sentences()
+    assert len(sentences) > 300 and len(set(sentences)) == len(sentences)
+    for s in sentences:
+        assert (
+            finetune.MIN_WORDS <= len(s.split()) <= finetune.MAX_WORDS and s.endswith(".") and s[0].isupper()
+        )
+
+
+def test_shuffling_keeps_the_words_and_changes_their_order() -> None:
+    rng = random.Random(3)
+    for sentence in finetune.documentation_sentences()[:200]:
+        shuffled = finetune.shuffle_words(sentence, rng)
+        assert shuffled != sentence and shuffled.endswith(".")
+        assert Counter(shuffled.removesuffix(".").split()) == Counter(sentence.removesuffix(".").split())
+    with pytest.raises(ValueError, match="sentence"):
+        finetune.shuffle_words("again again again.", rng)
+
+
+def test_half_the_data_is_shuffled_and_the_test_sentences_are_not_trained_on() -> None:
+    sentences = finetune.documentation_sentences()
+    train, test = finetune.split_data(sentences, test_size=100)
+    assert len(train.texts) + len(test.texts) == len(sentences) and len(test.texts) == 100
+    for data in (train, test):
+        assert abs(data.labels.float().mean().item() - 0.5) <= 0.01
+        assert all(
+            (text in sentences) == bool(label) for text, label in zip(data.texts, data.labels.tolist())
+        )
+    originals = lambda d: {t for t, l in zip(d.texts, d.labels.tolist()) if l}  # noqa: E731, E741
+    assert not originals(train) & originals(test)
+    with pytest.raises(ValueError, match="test_size"):
+        finetune.split_data(sentences, test_size=len(sentences))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("transformers")
+    from attn_edu.pretrained import load_minilm
+
+    return load_minilm()
+
+
+@needs_minilm
+def test_the_top_blocks_on_the_lower_states_compute_the_whole_encoder(minilm) -> None:
+    model, tokenizer = minilm
+    texts = ["Every name is bound to an object.", "The loop ends when the iterator is exhausted, as usual."]
+    from attn_edu.pretrained import encode
+
+    ids, mask = encode(tokenizer, texts)
+    with torch.no_grad():
+        whole = mean_pool(model(ids, attention_mask=mask), mask)  # (B, C)
+    lower, lower_mask = finetune.encoder_states(model, tokenizer, texts, blocks=4)
+    top, _ = finetune.encoder_states(model, tokenizer, texts)
+    torch.testing.assert_close(
+        finetune.continue_states(model, lower, lower_mask, first=4), top, atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(mean_pool(top, lower_mask), whole, atol=1e-5, rtol=1e-5)
+    classifier = finetune.SentenceClassifier(model, trained_blocks=2)
+    frozen = finetune.SentenceClassifier(model, trained_blocks=0)
+    frozen.head.load_state_dict(classifier.head.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(
+            classifier(lower, lower_mask), frozen(top, lower_mask), atol=1e-4, rtol=1e-4
+        )
+    assert all(
+        p.data_ptr() != q.data_ptr()
+        for p, q in zip(classifier.blocks.parameters(), model.blocks[4:].parameters())
+    )
+    with pytest.raises(ValueError, match="trained_blocks"):
+        finetune.SentenceClassifier(model, trained_blocks=7)
+    with pytest.raises(ValueError, match="blocks"):
+        finetune.encoder_states(model, tokenizer, texts, blocks=7)
+    with pytest.raises(ValueError, match="hidden"):
+        finetune.continue_states(model, lower[0], lower_mask, first=4)
