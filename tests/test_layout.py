@@ -48,6 +48,7 @@ FLOORS = {
         "text_gpt",
         "multitask",
         "finetune",
+        "probes",
     ],
     "interop": ["interop"],
     "kernels": ["kernels"],
