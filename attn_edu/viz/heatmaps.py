@@ -71,11 +71,13 @@ def _draw_heatmap(ax: Axes, data: np.ndarray, *, annotate: bool, limits: tuple[f
 def _grid(rows: int, cols: int, T: int, S: int) -> tuple[Figure, np.ndarray]:
     """A ``rows × cols`` grid of panels, each about as large as one ``(T, S)`` heatmap."""
     width, height = _cell_size(T, S)
+    # One factor for both sides: capping only the width would leave square panels with empty bands between rows.
+    shrink = min(1.0, 16 / (cols * width), 14 / (rows * height))
     return plt.subplots(
         rows,
         cols,
         squeeze=False,
-        figsize=(min(cols * width, 16), min(rows * height, 14)),
+        figsize=(cols * width * shrink, rows * height * shrink),
         layout="constrained",
     )
 
