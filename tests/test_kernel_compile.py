@@ -5,8 +5,9 @@ every teaching kernel (forward, the backward's preprocess, dK/dV and dQ) is comp
 dtype models train in), at D = 64 and 128, causal and not, for both targets, and must: compile; keep
 every value in registers (ptxas spills nothing, no local memory); use the tensor cores of its target
 (``mma.sync`` on sm_80, Hopper's ``wgmma`` on sm_90) wherever it multiplies matrices; and fit at least
-one program per SM. float16, float32 and the autotuned fast forward's configurations are in the full
-report (``make kernel-report``), which would make these tests too slow.
+one program per SM. So must every configuration the autotuned fast forward may pick on each GPU
+(bfloat16, not causal). float16, float32 and the causal fast forward are in the full report
+(``make kernel-report``), which would make these tests too slow.
 
 Where the installed Triton cannot compile ahead of time (no ``triton.compile``/``ASTSource``/
 ``GPUTarget`` of this form, or no ``cuobjdump`` in its wheel), the tests skip and say why.
@@ -115,3 +116,29 @@ def test_the_fast_forward_autotunes_only_configurations_that_compile_without_spi
     # 16-bit: tiles of 64 rows and up, but not 128 x 64 with 4 warps at D = 128 (255 registers, spills)
     assert configs("bfloat16", 64) == {"128x64 w4 s3", "128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
     assert configs("bfloat16", 128) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
+
+    # on an A100 (sm_80) two more spill: 128 x 128 with 8 warps at D = 128, 128 x 64 with 4 warps at D = 64
+    def on_ampere(head_dim: int) -> set[str]:
+        return {
+            v.config for v in report.capture(["fast_forward"], ["bfloat16"], [head_dim], [80]) if not v.causal
+        }
+
+    assert on_ampere(64) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
+    assert on_ampere(128) == {"128x64 w8 s3", "64x64 w4 s3"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [80, 90], ids=["sm_80", "sm_90"])
+def test_every_fast_forward_candidate_compiles_without_spills_on_tensor_cores(report, target: int) -> None:  # noqa: ANN001
+    """What the autotuner may pick on each GPU (bfloat16, D = 64 and 128, not causal): no spills, tensor cores."""
+    variants = [
+        v for v in report.capture(["fast_forward"], ["bfloat16"], [64, 128], [target]) if not v.causal
+    ]
+    assert len(variants) == (5 if target == 80 else 7), [v.config for v in variants]
+    for r in report.compile_all(variants, jobs=1):
+        name = f"fast_forward {r.variant.config} D={r.variant.head_dim} sm_{target}"
+        assert not r.error, f"{name}: {r.error}"
+        assert r.spill_stores == r.spill_loads == 0 and r.local_bytes == 0, (
+            f"{name} spills {r.spill_stores} bytes"
+        )
+        assert (r.wgmma > 0) if target == 90 else (r.mma_sync > 0), name

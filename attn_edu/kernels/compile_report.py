@@ -241,7 +241,10 @@ def _capture_for(
                 with _recording(triton_flash, teaching) as calls, _capability(triton_flash, target):
                     triton_flash.flash_attention_forward(q, k, v, is_causal=causal)
                     triton_flash.flash_attention_backward(q, k, v, out, lse, grad, is_causal=causal)
-                with _recording(triton_flash_fast, ["_flash_forward_fast_kernel"]) as fast_calls:
+                with (
+                    _recording(triton_flash_fast, ["_flash_forward_fast_kernel"]) as fast_calls,
+                    _capability(triton_flash, target),
+                ):  # configs_for asks which GPU it prunes for
                     triton_flash_fast.flash_attention_fast_forward(q, k, v, is_causal=causal)
                 launches = [
                     (_jit_function(kernel).__name__, kernel, a, kw) for kernel, a, kw in calls + fast_calls
@@ -255,7 +258,8 @@ def _capture_for(
                     prune = getattr(kernel, "early_config_prune", None)
                     if prune is not None:
                         named = dict(zip(_jit_function(kernel).arg_names, args))
-                        configs = prune(configs, named, **kwargs)
+                        with _capability(triton_flash, target):  # configs_for prunes for this GPU
+                            configs = prune(configs, named, **kwargs)
                     for config in configs:
                         kw = dict(kwargs)
                         if config is not None:

@@ -32,6 +32,7 @@ require_triton()  # a clear message (what to install) instead of a bare ModuleNo
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from attn_edu.kernels import triton_flash  # noqa: E402  (device_capability, looked up at each call)
 from attn_edu.kernels.triton_flash import (  # noqa: E402
     INTERPRETING,
     as_kernel_dtype,
@@ -76,14 +77,24 @@ def configs_for(configs: list, named_args: dict, **kwargs: object) -> list:
     32 x 32 tiles with 4 warps (8 at D = 128) compile in 3-5 s and spill nothing on sm_80 and at D = 64.
     """
     wide = kwargs.get("BLOCK_D", 0) > 64
+    capability = triton_flash.device_capability(named_args["Q"].device)  # None on a CPU
+    ampere = capability is not None and capability[0] < 9
     if named_args["Q"].dtype == torch.float32:
         chosen = [c for c in configs if c.kwargs["BLOCK_M"] == 32 and c.num_warps == (8 if wide else 4)]
     else:
         chosen = [
             c for c in configs
             if c.kwargs["BLOCK_M"] > 32 and not (wide and c.kwargs["BLOCK_M"] == 128 and c.num_warps == 4)
+            and not (ampere and _spills_on_ampere(c, wide))
         ]  # fmt: skip
     return chosen or configs[:1]  # the interpreter's single configuration
+
+
+def _spills_on_ampere(config: object, wide: bool) -> bool:
+    """16-bit tiles that spill on sm_80 though not on sm_90, measured with the compile report (Triton 3.9):
+    128 x 128 with 8 warps at D = 128 (48-80 bytes per thread) and 128 x 64 with 4 warps at D = 64 (12)."""
+    block_m, block_n, warps = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"], config.num_warps
+    return (block_m, block_n, warps) == ((128, 128, 8) if wide else (128, 64, 4))
 
 
 # ----------------------------------------------------------------------------------------------
