@@ -34,7 +34,9 @@ def test_the_streams_are_the_embeddings_then_each_layer_added_and_the_logits_rea
     with head_ablation(model, [(0, 0), (0, 1)]):  # layer 0's heads switched off: it adds only W^O's bias
         ablated = residual_streams(model, ids)
     bias = model.layers[0].out_proj.bias
-    torch.testing.assert_close(ablated[1] - ablated[0], bias.detach().expand_as(ablated[0]), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        ablated[1] - ablated[0], bias.detach().expand_as(ablated[0]), atol=1e-6, rtol=1e-5
+    )
     with pytest.raises(ValueError, match="model"):
         residual_streams(torch.nn.Linear(2, 2), ids)
 
