@@ -73,7 +73,7 @@ def test_regions_become_not_implemented(solution: Path, exercise: Path) -> None:
         if cell.cell_type == "code":
             ast.parse(TransformerManager().transform_cell(cell.source))  # still valid (IPython) Python
     code = "\n".join(c.source for c in ex.cells if c.cell_type == "code")
-    for exercise_id in ids:
+    for exercise_id in [i for i in ids if ".q" not in i]:  # questions: tests/test_questions.py
         task = re.search(rf"# Exercise {re.escape(exercise_id)}: (.+)", code).group(1)
         assert f'raise NotImplementedError("Exercise {exercise_id}: {task}")' in code
     first = next(c for c in ex.cells if c.cell_type == "code")

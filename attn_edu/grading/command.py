@@ -47,9 +47,9 @@ from typing import Any
 
 import attn_edu
 from attn_edu.grading import protocol, worker
-from attn_edu.grading.exercise import Exercise, make_cases
-from attn_edu.grading.judge import judge, result_for
-from attn_edu.grading.registry import exercises
+from attn_edu.grading.exercise import Exercise, Question, make_cases
+from attn_edu.grading.judge import judge, judge_answer, result_for
+from attn_edu.grading.registry import exercises, questions
 from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
 
@@ -132,11 +132,12 @@ def _run_worker(
             pass
         proc.join()
         sizes = {e["id"]: [c["max_elements"] for c in e["cases"]] for e in request["exercises"]}
-        parsed = protocol.read_events(results_path, sizes)
+        asked = frozenset(q["id"] for q in request.get("questions", []))
+        parsed = protocol.read_events(results_path, sizes, asked)
     return parsed, {"exit_code": proc.exitcode, "timed_out": timed_out}
 
 
-def _process_failure(exercise: Exercise, process: dict[str, Any], limits: Limits) -> CheckResult:
+def _process_failure(exercise: Exercise | Question, process: dict[str, Any], limits: Limits) -> CheckResult:
     if process["timed_out"]:
         message = f"the notebook did not finish within {limits.notebook_timeout:g} s, before this exercise was graded"
         return result_for(exercise, Status.TIMEOUT, message)
@@ -155,8 +156,9 @@ def grade_notebook(
     report: dict[str, Any] = {"learner": path.stem, "path": str(path), "notebook": None, "exercises": []}
     number = notebook_number(path, notebook)
     chosen = [e for i, e in exercises().items() if number and i.startswith(f"{number}.")]
+    asked = [q for i, q in questions().items() if number and i.startswith(f"{number}.")]
     report["notebook"] = number
-    if not chosen:
+    if not chosen and not asked:
         report.update(points=0, max_points=0, passed=False, seconds=0.0, process=None)
         report["error"] = f"cannot tell which exercises {path.name} holds (use --notebook NN)"
         return report
@@ -180,6 +182,7 @@ def grade_notebook(
             }
             for e in chosen
         ],
+        "questions": [{"id": q.exercise_id, "variable": q.variable_name} for q in asked],
     }
     parsed, process = _run_worker(path, request, limits)
     results = []
@@ -197,6 +200,24 @@ def grade_notebook(
         else:
             result = judge(exercise, cases[exercise.exercise_id][: len(outcomes)], outcomes)
         results.append({"title": exercise.title, **result.to_dict()})
+    for question in asked:
+        answer = parsed["answers"].get(question.exercise_id)
+        if question.exercise_id in parsed["missing"]:
+            message = f"no `{question.variable_name}` in the notebook and no check({question.exercise_id!r}, ...) call"
+            result = result_for(
+                question, Status.NOT_ATTEMPTED, message, "keep the name used in the question."
+            )
+        elif parsed["unreadable"]:
+            result = result_for(
+                question,
+                Status.ERROR,
+                "the file is not a readable notebook (.ipynb JSON with a list of cells)",
+            )
+        elif answer is None:
+            result = _process_failure(question, process, limits)
+        else:
+            result = judge_answer(question, answer)
+        results.append({"title": question.title, **result.to_dict()})
     process["notes"] = parsed["notes"]
     report.update(
         exercises=results,

@@ -1,8 +1,10 @@
-"""The records an exercise is made of: :class:`Case`, :class:`Mistake`, :class:`Property`, :class:`Exercise`.
+"""The records an exercise is made of: :class:`Case`, :class:`Mistake`, :class:`Property`, :class:`Exercise`,
+and :class:`Question` for a concept question (a choice or a number, no code).
 
 A check module (``attn_edu/grading/checks/<concept>.py``) builds its exercises from these records and lists
-them in its ``EXERCISES`` tuple; :mod:`attn_edu.grading.registry` collects the tuples. The records hold
-plain functions and data, so judging them needs nothing from the learner's process.
+them in its ``EXERCISES`` tuple (and its questions in ``QUESTIONS``); :mod:`attn_edu.grading.registry`
+collects the tuples. The records hold plain functions and data, so judging them needs nothing from the
+learner's process.
 """
 
 from __future__ import annotations
@@ -56,8 +58,61 @@ class Exercise:
     diagnoses: tuple[Callable[[Case, torch.Tensor], str | None], ...] = ()  # explain a value mismatch
     hints: tuple[str, ...] = ()  # tiered: general first, nearly the answer last
     points: int = 1  # points for a PASS
+    difficulty: int = 1  # 1 warm-up, 2 takes thought, 3 a project (shown as stars in the notebook)
+    minutes: int = 10  # about how long a learner who read the notebook needs
     atol: float = 1e-5  # float outputs match when |got - expected| <= atol + rtol * |expected|
     rtol: float = 1e-4
+
+
+LETTERS = "abcdefgh"  # the labels of a question's choices, in order
+
+
+@dataclass(frozen=True)
+class Question:
+    """A concept question: pick one of ``choices`` (answered with its letter) or give a number.
+
+    In the notebook the learner writes ``answer_q1 = "b"`` (or a number) and runs
+    ``check("03.q1", answer_q1)``; a right answer shows the explanation, a wrong one what that
+    answer misses (``wrong``), never the right answer.
+    """
+
+    exercise_id: str  # "NN.qk": notebook number, then q and the question's number in that notebook
+    title: str  # one line: what is asked
+    answer: str | float  # a letter of LETTERS for a choice question, else the number
+    explanation: str  # why the answer is right; shown once it is given
+    choices: tuple[str, ...] = ()  # the options, lettered a, b, c, ... (empty: the answer is a number)
+    # What a wrong answer misses: a choice's letter, or a number that a known slip gives, with its message.
+    wrong: tuple[tuple[str | float, str], ...] = ()
+    tolerance: float = 0.0  # a number passes when |given - answer| <= tolerance
+    hints: tuple[str, ...] = ()  # tiered, as for exercises; never the answer
+    points: int = 1
+    difficulty: int = 1
+    minutes: int = 2
+
+    @property
+    def variable_name(self) -> str:
+        """The name the notebook stores the answer in: ``answer_q1`` for question ``03.q1``."""
+        return "answer_" + self.exercise_id.split(".", 1)[1]
+
+    @property
+    def kind(self) -> str:
+        return "choice" if self.choices else "number"
+
+    def form(self) -> str:
+        """What an answer looks like, for the exercise notebook's stub: ``"a", "b", "c" or "d"`` or ``a number``."""
+        if not self.choices:
+            return "a number"
+        letters = [f'"{letter}"' for letter in LETTERS[: len(self.choices)]]
+        return ", ".join(letters[:-1]) + f" or {letters[-1]}"
+
+
+LEVELS = {1: "warm-up", 2: "core", 3: "challenge"}
+
+
+def badge(item: Exercise | Question) -> str:
+    """The difficulty and time an exercise's heading shows: ``★★☆ core · about 10 min``."""
+    stars = "★" * item.difficulty + "☆" * (3 - item.difficulty)
+    return f"{stars} {LEVELS[item.difficulty]} · about {item.minutes} min"
 
 
 def make_cases(exercise: Exercise, seed: int) -> list[Case]:

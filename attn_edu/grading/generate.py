@@ -9,7 +9,8 @@ A solution notebook marks each exercise in a code cell::
         ### END SOLUTION
 
 The ``# Exercise NN.k: <task>`` line names the exercise and its one-line task (one exercise per cell,
-id prefix = the notebook's number). Every region from ``### BEGIN SOLUTION`` to ``### END SOLUTION``,
+id prefix = the notebook's number). A concept question's cell starts ``# Question NN.qk: <task>`` and its
+region holds the answer (``answer_qk = "b"``); the exercise notebook gets ``answer_qk = ...`` in its place. Every region from ``### BEGIN SOLUTION`` to ``### END SOLUTION``,
 markers included, becomes ``raise NotImplementedError("Exercise NN.k: <task>")`` at the indentation of
 the BEGIN line. Outputs and execution counts are cleared and the JSON is written the way Jupyter writes
 it, so building twice gives identical files. Nested, unclosed or stray markers, a region outside an
@@ -33,11 +34,11 @@ from pathlib import Path
 
 import nbformat
 
-from attn_edu.grading.registry import exercises
+from attn_edu.grading.registry import exercises, get_question, questions
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
-EXERCISE_LINE = re.compile(r"#\s*Exercise\s+(\d+\.\d+)\s*:\s*(\S.*?)\s*$")
+EXERCISE_LINE = re.compile(r"#\s*(?:Exercise|Question)\s+(\d+\.q?\d+)\s*:\s*(\S.*?)\s*$")
 NOTEBOOK_NAME = re.compile(r"(\d\d)_.+\.ipynb$")
 
 
@@ -74,8 +75,14 @@ def _strip_cell(source: str, loc: Callable[[int], str]) -> tuple[str, str | None
             if exercise_id is None:
                 raise MarkerError(f"{loc(lineno)}: {BEGIN!r} before any '# Exercise NN.k: <task>' line")
             opened, indent = lineno, line[: len(line) - len(line.lstrip())]
-            message = json.dumps(f"Exercise {exercise_id}: {task}", ensure_ascii=False)
-            out.append(f"{indent}raise NotImplementedError({message})")
+            if ".q" in exercise_id:  # a concept question: the answer's placeholder
+                question = get_question(exercise_id) if exercise_id in questions() else None
+                name = question.variable_name if question else "answer_" + exercise_id.split(".")[1]
+                form = question.form() if question else "your answer"
+                out.append(f"{indent}{name} = ...  # your answer: {form}")
+            else:
+                message = json.dumps(f"Exercise {exercise_id}: {task}", ensure_ascii=False)
+                out.append(f"{indent}raise NotImplementedError({message})")
             continue
         if stripped == END:
             if opened is None:
@@ -121,7 +128,7 @@ def strip_solutions(nb: nbformat.NotebookNode, path: str) -> tuple[nbformat.Note
                 )
             if exercise_id in ids:
                 raise MarkerError(f"{where}: exercise {exercise_id} appears twice")
-            if exercise_id not in exercises():
+            if exercise_id not in exercises() and exercise_id not in questions():
                 raise MarkerError(f"{where}: exercise {exercise_id} has no check in attn_edu.grading.checks")
             ids.append(exercise_id)
         cell.source = source

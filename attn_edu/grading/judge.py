@@ -3,7 +3,8 @@
 Everything here works on plain tensors (:class:`~attn_edu.grading.protocol.Outcome`), never on the learner's
 objects, so the grading command runs it in its own process on numbers sent back from the worker.
 :func:`judge` reads top to bottom in the order a learner meets failures: not attempted, timeout, error,
-shortcut, wrong type, then shape, dtype, NaN/inf and values, then each property.
+shortcut, wrong type, then shape, dtype, NaN/inf and values, then each property. :func:`judge_answer` does
+the same for a concept question's answer (a letter or a number).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attn_edu.grading.exercise import Case, Exercise
+from attn_edu.grading.exercise import LETTERS, Case, Exercise, Question
 from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.result import CheckResult, Status
 
@@ -94,12 +95,12 @@ def _diagnose(exercise: Exercise, case: Case, got: torch.Tensor) -> str:
     return ""
 
 
-def result_for(exercise: Exercise, status: Status, message: str, hint: str = "") -> CheckResult:
+def result_for(exercise: Exercise | Question, status: Status, message: str, hint: str = "") -> CheckResult:
     points = exercise.points if status is Status.PASS else 0
     return CheckResult(exercise.exercise_id, status, message, hint, points, exercise.points)
 
 
-def first_hint(exercise: Exercise) -> str:
+def first_hint(exercise: Exercise | Question) -> str:
     return exercise.hints[0] if exercise.hints else ""
 
 
@@ -177,3 +178,42 @@ def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]
     held = f", and {len(exercise.properties)} propert{'y holds' if len(exercise.properties) == 1 else 'ies hold'}"
     message = f"matches the reference on {n_values} random cases{held if exercise.properties else ''}"
     return result_for(exercise, Status.PASS, message)
+
+
+def judge_answer(question: Question, outcome: Outcome) -> CheckResult:
+    """A concept question's answer (:func:`attn_edu.grading.protocol.decode_answer`) as a :class:`CheckResult`.
+
+    A choice is read from its letter (``"b"``, ``"B"``, ``"(b)"`` alike), a number within the
+    question's tolerance. A right answer's message is the explanation; a wrong one's hint says what
+    that answer misses (or gives the first hint), never the right answer.
+    """
+    if outcome.kind == "not_implemented":
+        message = f"replace the `...` with your answer ({question.form()}), then run this check again"
+        return result_for(question, Status.NOT_ATTEMPTED, message, first_hint(question))
+    if outcome.kind == "timeout":
+        return result_for(question, Status.TIMEOUT, f"reading the answer took over {outcome.detail}")
+    if outcome.kind not in ("text", "number", "wrong_type"):
+        return result_for(question, Status.ERROR, f"reading the answer raised {outcome.detail}")
+    if outcome.kind == "wrong_type" or outcome.kind != ("text" if question.choices else "number"):
+        got = outcome.detail if outcome.kind != "number" else f"the number {float(outcome.tensor):g}"
+        got = f"{got!r}" if outcome.kind == "text" else got
+        return result_for(question, Status.FAIL, f"expected {question.form()}, got {got}")
+    if question.choices:
+        letter = outcome.detail.strip().strip("().").strip().lower()
+        letters = LETTERS[: len(question.choices)]
+        if len(letter) != 1 or letter not in letters:
+            return result_for(question, Status.FAIL, f"expected {question.form()}, got {outcome.detail!r}")
+        if letter == question.answer:
+            return result_for(question, Status.PASS, f"({letter}) is right: {question.explanation}")
+        why = dict(question.wrong).get(letter) or first_hint(question)
+        return result_for(question, Status.FAIL, f"({letter}) is not the answer", why)
+    given = float(outcome.tensor)
+    if not math.isfinite(given):
+        return result_for(question, Status.FAIL, f"expected a finite number, got {given}")
+    if abs(given - float(question.answer)) <= question.tolerance:
+        return result_for(question, Status.PASS, f"{given:g} is right: {question.explanation}")
+    why = next(
+        (message for value, message in question.wrong if abs(given - float(value)) <= question.tolerance),
+        first_hint(question),
+    )
+    return result_for(question, Status.FAIL, f"{given:g} is not the answer", why)

@@ -1,5 +1,8 @@
 """The notebook face of grading: ``check(id, fn)`` shows one coloured line, ``hint(id, n)`` the n-th hint.
 
+A concept question is checked the same way with its answer in place of the function:
+``check("03.q1", answer_q1)``, a letter or a number.
+
 ``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
 nbval run uses it, so a solution that stops passing fails the test suite). Inside the grading command's
 worker process, ``check`` only records the function (:func:`submitted`): the command calls it itself, on
@@ -13,24 +16,31 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from attn_edu.grading.exercise import make_cases
-from attn_edu.grading.judge import judge, result_for
-from attn_edu.grading.protocol import Outcome
-from attn_edu.grading.registry import get_exercise
+from attn_edu.grading.exercise import Exercise, Question, make_cases
+from attn_edu.grading.judge import judge, judge_answer, result_for
+from attn_edu.grading.protocol import Outcome, decode_answer, encode_answer
+from attn_edu.grading.registry import get_exercise, get_question
 from attn_edu.grading.result import CheckResult, Hint, Status
 from attn_edu.grading.run import in_grader_child, one_thread, run_case
 
 DEFAULT_TIMEOUT = 10.0  # seconds per exercise inside check(); the grading command sets its own
 
-_submitted: dict[str, Callable[..., Any]] = {}  # functions passed to check() inside the grading process
+_submitted: dict[str, Any] = {}  # functions (and answers) passed to check() inside the grading process
 
 
-def submitted(exercise_id: str) -> Callable[..., Any] | None:
-    """The function a notebook passed to ``check(exercise_id, ...)`` in the grader's worker, if any.
+def submitted(exercise_id: str, default: Any = None) -> Any:
+    """The function (or a question's answer) a notebook passed to ``check(exercise_id, ...)`` in the
+    grader's worker, else ``default``.
 
     The worker looks a learner's function up by name; a renamed function is still found this way.
     """
-    return _submitted.get(exercise_id)
+    return _submitted.get(exercise_id, default)
+
+
+def _find(exercise_id: str) -> Exercise | Question:
+    """The exercise or question with this id (``KeyError`` otherwise)."""
+    is_question = isinstance(exercise_id, str) and ".q" in exercise_id
+    return get_question(exercise_id) if is_question else get_exercise(exercise_id)
 
 
 def check(
@@ -38,6 +48,7 @@ def check(
 ) -> CheckResult:
     """Check ``fn`` against exercise ``exercise_id`` and return the result (shown as one coloured line).
 
+    For a concept question (an id like ``"03.q1"``) ``fn`` is the answer: a choice's letter or a number.
     Never raises, whatever ``fn`` does, unless the environment sets ``ATTN_EDU_STRICT=1``: then any
     status other than PASS raises ``AssertionError``. ``timeout`` (seconds) bounds the whole check.
 
@@ -52,7 +63,7 @@ def check(
         'calls attn_edu.masks.causal_mask from the attn_edu package for T=5, S=5'
     """
     try:
-        exercise = get_exercise(exercise_id)
+        exercise = _find(exercise_id)
     except KeyError as err:
         result = CheckResult(
             str(exercise_id), Status.ERROR, str(err.args[0]), "copy the id from the exercise."
@@ -61,6 +72,8 @@ def check(
     if in_grader_child():  # the grading command calls the function itself, on its own inputs
         _submitted[exercise_id] = fn
         return result_for(exercise, Status.NOT_ATTEMPTED, "recorded for the grading command")
+    if isinstance(exercise, Question):
+        return _strict(judge_answer(exercise, decode_answer(encode_answer(fn))))
     if not callable(fn):
         result = result_for(exercise, Status.ERROR, f"expected a function, got {type(fn).__name__}")
         return _strict(result)
@@ -93,7 +106,7 @@ def hint(exercise_id: str, n: int = 1) -> Hint:
         >>> hint("02.1").text.startswith("1/")
         True
     """
-    exercise = get_exercise(exercise_id)
+    exercise = _find(exercise_id)
     tiers = exercise.hints or ("no hints for this exercise",)
     n = min(max(int(n), 1), len(tiers))
     more = f" (more: hint({exercise_id!r}, {n + 1}))" if n < len(tiers) else ""

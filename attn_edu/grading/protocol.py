@@ -5,6 +5,9 @@ The command writes a **request** (one JSON file) and the worker appends **events
 
 - request: ``{"notebook", "memory_bytes", "cell_timeout", "exercise_timeout", "exercises": [{"id",
   "function", "cases": [case, ...]}]}`` where a case is ``{"args", "kwargs", "max_elements"}`` (:func:`encode_case`);
+- a concept question in the request is ``{"id", "variable"}``; its answer comes back as ``{"event": "answer",
+  "id", "answer": {"kind": "text", "value"} | {"kind": "number", "value"} | {"kind": <failure>, "detail"}}``
+  (:func:`encode_answer`), or ``{"event": "answer", "id", "missing": true}``;
 - events: ``{"event": "started"}``, ``{"event": "cell", "index", "status", "detail"}`` for a cell that
   failed, ``{"event": "unreadable", "detail"}``, ``{"event": "exercise", "id", "outcomes": [...]}`` or
   ``{"event": "exercise", "id", "missing": true}``, and ``{"event": "done"}``;
@@ -142,6 +145,64 @@ def encode_result(value: object, max_elements: int) -> dict[str, Any]:
     return {"kind": "tensor", "dtype": dtype, "shape": shape, "data": data}
 
 
+MAX_ANSWER = 40  # characters kept of a text answer (a letter is one)
+
+
+def encode_answer(value: object) -> dict[str, Any]:
+    """A concept question's answer as plain data: text (a choice's letter), a number, or why neither.
+
+    ``...`` (the exercise notebook's placeholder) is "not attempted"; a bool is not a number; a 0-d
+    tensor or NumPy scalar is read as the number it holds.
+
+    Example:
+        >>> encode_answer(" B "), encode_answer(8), encode_answer(...)["kind"]
+        ({'kind': 'text', 'value': ' B '}, {'kind': 'number', 'value': 8.0}, 'not_implemented')
+    """
+    if value is Ellipsis:
+        return failure("not_implemented", "the answer is still `...`")
+    if isinstance(value, str):
+        return {"kind": "text", "value": value[:MAX_ANSWER]}
+    if isinstance(value, torch.Tensor) or (hasattr(value, "item") and hasattr(value, "shape")):  # NumPy too
+        shape = tuple(value.shape)
+        if math.prod(shape) != 1:
+            return failure("wrong_type", f"{type(value).__name__} of shape {shape}, not one number")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return failure("wrong_type", type(value).__name__)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
+    return {"kind": "number", "value": number if math.isfinite(number) else repr(number)}
+
+
+def decode_answer(raw: object) -> Outcome:
+    """An answer written by :func:`encode_answer` as an :class:`Outcome`: ``kind`` "text" (``detail`` holds
+    it), "number" (a float64 0-d ``tensor``), or a failure; :class:`SchemaError` unless well formed."""
+    if not isinstance(raw, dict):
+        raise SchemaError("answer: expected an object")
+    kind = raw.get("kind")
+    if kind in FAILURE_KINDS and set(raw) == {"kind", "detail"}:
+        return Outcome(kind, detail=_clean(raw["detail"]))
+    if set(raw) != {"kind", "value"}:
+        raise SchemaError("answer: unexpected fields")
+    if kind == "text" and isinstance(raw["value"], str):
+        return Outcome("text", detail=_clean(raw["value"])[:MAX_ANSWER])
+    if kind == "number":
+        return Outcome("number", tensor=torch.tensor(_number(raw["value"], "float64"), dtype=torch.float64))
+    raise SchemaError("answer: expected text or a number")
+
+
+def answer_event(exercise_id: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """A concept question's answer, as :func:`encode_answer` wrote it."""
+    return {"event": "answer", "id": exercise_id, "answer": answer}
+
+
+def missing_answer_event(exercise_id: str) -> dict[str, Any]:
+    """The notebook has no variable of the question's name and never passed it to ``check()``."""
+    return {"event": "answer", "id": exercise_id, "missing": True}
+
+
 def started_event() -> dict[str, Any]:
     return {"event": "started"}
 
@@ -248,15 +309,19 @@ def decode_outcome(raw: object, max_elements: int) -> Outcome:
     return Outcome("tensor", tensor=torch.tensor(values, dtype=carrier).reshape(shape).to(dtype))
 
 
-def read_events(path: Path, max_elements: dict[str, list[int]]) -> dict[str, Any]:
+def read_events(
+    path: Path, max_elements: dict[str, list[int]], questions: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """Parse the results file: outcomes per exercise id, notes on failed cells, whether it finished.
 
-    ``max_elements[id][i]`` bounds the size of the i-th result of exercise ``id``.
+    ``max_elements[id][i]`` bounds the size of the i-th result of exercise ``id``; ``questions`` are the
+    ids of the concept questions asked (their answers land in ``answers``, unanswered ones in ``missing``).
     """
     with open(path, "rb") as f:
         blob = f.read(MAX_RESULTS_BYTES)
     parsed: dict[str, Any] = {
         "outcomes": {},
+        "answers": {},
         "missing": set(),
         "notes": [],
         "started": False,
@@ -268,14 +333,16 @@ def read_events(path: Path, max_elements: dict[str, list[int]]) -> dict[str, Any
             continue
         try:
             event = json.loads(line, parse_constant=_reject_constant)
-            _take_event(event, max_elements, parsed)
+            _take_event(event, max_elements, questions, parsed)
         except (ValueError, RecursionError, KeyError, TypeError) as err:
             if len(parsed["notes"]) < MAX_NOTES:
                 parsed["notes"].append(f"unreadable result line ({type(err).__name__})")
     return parsed
 
 
-def _take_event(event: object, expected: dict[str, list[int]], parsed: dict[str, Any]) -> None:
+def _take_event(
+    event: object, expected: dict[str, list[int]], questions: frozenset[str], parsed: dict[str, Any]
+) -> None:
     if not isinstance(event, dict):
         raise SchemaError("event: expected an object")
     kind = event.get("event")
@@ -309,5 +376,24 @@ def _take_event(event: object, expected: dict[str, list[int]], parsed: dict[str,
         except SchemaError as err:
             outcomes = [Outcome("error", detail=f"the grader could not read this result ({err})")]
         parsed["outcomes"][exercise_id] = outcomes
+    elif kind == "answer":
+        question_id = event["id"]
+        if (
+            question_id not in questions
+            or question_id in parsed["answers"]
+            or question_id in parsed["missing"]
+        ):
+            raise SchemaError("answer: unknown or repeated id")
+        if set(event) == {"event", "id", "missing"} and event["missing"] is True:
+            parsed["missing"].add(question_id)
+            return
+        if set(event) != {"event", "id", "answer"}:
+            raise SchemaError("answer: unexpected fields")
+        try:
+            parsed["answers"][question_id] = decode_answer(event["answer"])
+        except SchemaError as err:
+            parsed["answers"][question_id] = Outcome(
+                "error", detail=f"the grader could not read this answer ({err})"
+            )
     else:
         raise SchemaError("event: unknown kind")

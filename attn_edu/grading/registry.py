@@ -1,13 +1,14 @@
 """Every exercise, by id: collected from an explicit list of check modules, one per notebook.
 
-Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES``; nothing is
-registered as a side effect of importing. A new notebook's exercises go into a new check module, which is
+Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES`` and its concept
+questions in ``QUESTIONS``; nothing is registered as a side effect of importing. A new notebook's exercises go into a new check module, which is
 added to :data:`CHECK_MODULES` below.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from attn_edu.grading.checks import (
     architectures,
@@ -24,7 +25,7 @@ from attn_edu.grading.checks import (
     rope,
     scaling,
 )
-from attn_edu.grading.exercise import Exercise
+from attn_edu.grading.exercise import Exercise, Question
 
 CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 01.* ... 13.*
     retrieval,
@@ -43,18 +44,20 @@ CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 01.* ...
 )
 
 
-def collect(modules: tuple[ModuleType, ...]) -> dict[str, Exercise]:
-    """The exercises of these modules by id, sorted; ``ValueError`` when an id appears twice."""
-    found: dict[str, Exercise] = {}
+def collect(modules: tuple[ModuleType, ...], kind: str = "EXERCISES") -> dict[str, Any]:
+    """The exercises (``kind="QUESTIONS"``: the questions) of these modules by id, sorted; ``ValueError``
+    when an id appears twice."""
+    found: dict[str, Any] = {}
     for module in modules:
-        for exercise in module.EXERCISES:
+        for exercise in getattr(module, kind, ()):
             if exercise.exercise_id in found:
                 raise ValueError(f"exercise_id: {exercise.exercise_id!r} appears twice ({module.__name__})")
             found[exercise.exercise_id] = exercise
     return dict(sorted(found.items()))
 
 
-_EXERCISES = collect(CHECK_MODULES)
+_EXERCISES: dict[str, Exercise] = collect(CHECK_MODULES)
+_QUESTIONS: dict[str, Question] = collect(CHECK_MODULES, "QUESTIONS")
 
 
 def exercises() -> dict[str, Exercise]:
@@ -72,3 +75,15 @@ def get_exercise(exercise_id: str) -> Exercise:
     if exercise_id not in _EXERCISES:
         raise KeyError(f"exercise_id: no exercise {exercise_id!r}; known: {', '.join(_EXERCISES) or 'none'}")
     return _EXERCISES[exercise_id]
+
+
+def questions() -> dict[str, Question]:
+    """Every concept question, by id, sorted ("01.q1", "01.q2", ...)."""
+    return dict(_QUESTIONS)
+
+
+def get_question(question_id: str) -> Question:
+    """The question with this id; ``KeyError`` naming the known ids otherwise."""
+    if question_id not in _QUESTIONS:
+        raise KeyError(f"exercise_id: no question {question_id!r}; known: {', '.join(_QUESTIONS) or 'none'}")
+    return _QUESTIONS[question_id]

@@ -42,9 +42,14 @@ class CheckResult:
     def passed(self) -> bool:
         return self.status is Status.PASS
 
+    @property
+    def noun(self) -> str:
+        """ "Question" for a concept question (an id like "03.q1"), else "Exercise"."""
+        return "Question" if ".q" in self.exercise_id else "Exercise"
+
     def __repr__(self) -> str:
         mark, verb = _MARKS[self.status][:2]
-        text = f"{mark} Exercise {self.exercise_id} {verb}: {self.message}"
+        text = f"{mark} {self.noun} {self.exercise_id} {verb}: {self.message}"
         return text + (f"\n  Hint: {self.hint}" if self.hint else "")
 
     __str__ = __repr__
@@ -54,7 +59,7 @@ class CheckResult:
         hint = f"<br><b>Hint:</b> {html.escape(self.hint)}" if self.hint else ""
         return (
             f'<div style="border-left:4px solid {colour};background:{background};padding:4px 8px">'
-            f'<b style="color:{colour}">{mark} Exercise {html.escape(self.exercise_id)} {verb}</b>: '
+            f'<b style="color:{colour}">{mark} {self.noun} {html.escape(self.exercise_id)} {verb}</b>: '
             f"{html.escape(self.message)}{hint}</div>"
         )
 

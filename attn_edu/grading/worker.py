@@ -10,7 +10,8 @@ for a fresh torch import), one process per notebook, never reused. The process
    stdin is ``/dev/null``, so ``input()`` raises ``EOFError``);
 3. runs the notebook's code cells in order in one namespace, each under a time limit, like "Run all"
    in Jupyter (IPython syntax such as ``%pip`` is translated; magics and ``!`` commands are skipped);
-4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit;
+4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit,
+   and reads each concept question's answer (the value passed to ``check()``, else the variable);
 5. writes one JSON line per event to the results file as it goes, so what was graded before a crash survives.
 
 Nothing here decides PASS or FAIL: the grader reads the numbers back, checks them against a strict
@@ -107,6 +108,25 @@ def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
     return result if shortcut is None else protocol.failure("shortcut", shortcut.detail)
 
 
+_MISSING = object()
+
+
+def _answer(question: dict[str, Any], namespace: dict[str, Any], seconds: float) -> dict[str, Any]:
+    value = submitted(question["id"], _MISSING)
+    if value is _MISSING:
+        value = namespace.get(question["variable"], _MISSING)
+    if value is _MISSING:
+        return protocol.missing_answer_event(question["id"])
+    try:
+        with time_limit(seconds):  # reading a learner's object runs its code (__float__, .item())
+            answer = protocol.encode_answer(value)
+    except ExerciseTimeout:
+        answer = protocol.failure("timeout", f"{seconds:g} s")
+    except BaseException as err:  # noqa: BLE001 - whatever the object does, the grader hears of it
+        answer = protocol.failure("error", f"{type(err).__name__}: {err}")
+    return protocol.answer_event(question["id"], answer)
+
+
 def _run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any], seconds: float, emit: Any) -> None:
     for index, source in cells:
         try:
@@ -177,5 +197,7 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
         if outcomes and outcomes[-1]["kind"] == "timeout":
             outcomes[-1]["detail"] = f"{request['exercise_timeout']:g} s"
         emit(protocol.exercise_event(exercise["id"], outcomes))
+    for question in request.get("questions", []):
+        emit(_answer(question, namespace, request["exercise_timeout"]))
     emit(protocol.done_event())
     os._exit(0)  # skip whatever the learner registered with atexit
