@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -155,3 +157,38 @@ def test_the_package_twin_is_reported_not_passed(exercise_id: str) -> None:
     cases = make_cases(EXERCISES[exercise_id], GRADER_SEED)
     graded = judge(EXERCISES[exercise_id], cases, [run_case(wrapped, cases[0], None)])
     assert graded.status is Status.FAIL and name in graded.message
+
+
+def _solution_lines() -> dict[str, list[str]]:
+    """The code lines of each exercise's solution regions in solutions/, without comments or spaces."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            marker = re.search(r"#\s*Exercise\s+(\d+\.\d+)\s*:", source)
+            if cell["cell_type"] != "code" or marker is None:
+                continue
+            for region in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", source, flags=re.S):
+                for line in region.splitlines():
+                    code = re.sub(r"\s+", "", line.split("  #")[0])
+                    if len(code) >= 20:
+                        found.setdefault(marker.group(1), []).append(code)
+    return found
+
+
+def test_no_hint_is_a_line_of_the_solution() -> None:
+    """Hints climb from a nudge to a sketch; none hands over the answer line (the region's last line, or a
+    return statement) or two lines of the solution to paste."""
+    lines, leaks = _solution_lines(), []
+    for exercise_id, exercise in EXERCISES.items():
+        solution = lines.get(exercise_id, [])
+        for n, text in enumerate(exercise.hints, 1):
+            squeezed = re.sub(r"\s+", "", text)
+            pasted = [line for line in solution if line in squeezed]
+            if solution and solution[-1] in pasted:
+                leaks.append(f"{exercise_id} hint {n} holds the answer line {solution[-1]}")
+            elif len(pasted) >= 2:
+                leaks.append(f"{exercise_id} hint {n} holds {len(pasted)} lines of the solution: {pasted}")
+            if re.match(r"\s*return\s", text):
+                leaks.append(f"{exercise_id} hint {n} is a return statement: {text}")
+    assert not leaks, "\n".join(leaks)

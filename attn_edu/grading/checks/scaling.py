@@ -73,8 +73,10 @@ VARIANCE = Exercise(
     ),
     hints=(
         "compute the N dot products first (one per pair, shape (..., N)), then their variance over N.",
-        "dots = (q * k).sum(dim=-1) has shape (..., N); the variance over the pairs is dots.var(dim=-1).",
-        "return (q * k).sum(dim=-1).var(dim=-1): a tensor (0-d for (N, D) inputs), not a Python float.",
+        "an elementwise product q * k summed over the last dimension gives one dot product per pair; a matrix "
+        "product q @ kᵀ would pair every q with every k (N² scores, not N).",
+        "Tensor.var reduces over the dimension you name (here the pairs' one); keep the result a tensor (0-d "
+        "for (N, D) inputs): .item() or float() would make it a Python number.",
     ),
     # N is a few hundred: dividing by N or by N - 1 differs by < 0.5%, and both estimators are fine.
     rtol=1e-2,
