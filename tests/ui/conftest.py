@@ -132,10 +132,15 @@ def artifacts_dir() -> Path:
 def lab_server(
     chromium_path: str, tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path
 ) -> Iterator[str]:
-    """Base URL of a JupyterLab serving a temporary copy of ``course/``; shut down after the session."""
+    """Base URL of a JupyterLab serving a temporary copy of ``course/`` (with ``exercises/`` in it); shut down
+    after the session."""
     home = tmp_path_factory.mktemp("lab")
     root = home / "course"
     shutil.copytree(COURSE, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    # The exercise notebooks too, as a learner has them (tests/ui/test_exercise_in_browser.py works in one).
+    shutil.copytree(
+        REPO / "exercises", root / "exercises", ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+    )
     settings = home / "settings"
     for name, values in LAB_SETTINGS.items():
         path = settings / name

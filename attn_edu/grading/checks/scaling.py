@@ -81,6 +81,7 @@ VARIANCE = Exercise(
     # N is a few hundred: dividing by N or by N - 1 differs by < 0.5%, and both estimators are fine.
     rtol=1e-2,
     atol=1e-6,
+    minutes=5,
 )
 
 
@@ -166,9 +167,11 @@ SCALED_SCORES = Exercise(
         "split q and k into heads: (B, T, C) -> (B, T, H, D) -> (B, H, T, D), with D = C // num_heads.",
         "scores = q_h @ k_h.transpose(-2, -1) has shape (B, H, T, S); each is a sum of D products, "
         "so divide by sqrt(D), not sqrt(C).",
-        "q_h = q.view(B, T, num_heads, D).transpose(1, 2); same for k with S; "
-        "return q_h @ k_h.transpose(-2, -1) / math.sqrt(D).",
+        "view the last dimension as (num_heads, D) and move the head axis in front of the time axis "
+        "(.transpose(1, 2)), for q (length T) and for k (length S); then one batched matrix product and the "
+        "1/sqrt(D).",
     ),
+    difficulty=2,
 )
 
 
@@ -233,9 +236,10 @@ ENTROPY = Exercise(
     hints=(
         "entropy of one row p: H = -Σ_s p_s log p_s, summed over the keys (dim=-1); shape (..., T).",
         "-(weights * torch.log(weights)).sum(dim=-1) works while every weight is > 0.",
-        "masked keys have weight exactly 0 and 0 * log(0) = NaN: torch.special.entr(weights).sum(dim=-1) "
-        "treats 0 log 0 as 0.",
+        "masked keys have weight exactly 0, and 0 * log(0) = 0 * -inf = NaN in floating point: take the log "
+        "only where the weight is positive (torch.where), or look in torch.special for -p log p with 0 for p = 0.",
     ),
+    difficulty=2,
 )
 
 
