@@ -24,10 +24,12 @@ from attn_edu.grading.checks import (
     retrieval,
     rope,
     scaling,
+    start,
 )
 from attn_edu.grading.exercise import Exercise, Question
 
-CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 01.* ... 13.*
+CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (the demonstration) ... 13.*
+    start,
     retrieval,
     attention,
     scaling,
@@ -65,7 +67,7 @@ def exercises() -> dict[str, Exercise]:
 
     Example:
         >>> list(exercises())[:3]
-        ['01.1', '01.2', '01.3']
+        ['00.1', '01.1', '01.2']
     """
     return dict(_EXERCISES)
 
