@@ -451,14 +451,25 @@ def test_every_plot_returns_a_new_figure_and_opens_no_other():
     assert len(plt.get_fignums()) == before + len(figures)
 
 
-def test_plot_score_bias_one_panel_per_head_on_a_symmetric_scale():
+def test_plot_score_bias_one_panel_per_head_on_one_scale_with_zero_white():
     bias = -torch.arange(12.0).reshape(1, 3, 4).repeat(5, 1, 1) * torch.arange(1.0, 6.0)[:, None, None]
-    fig = viz.plot_score_bias(bias, max_cols=3)
+    fig = viz.plot_score_bias(bias, max_cols=3)  # ALiBi-like: never positive
     images = [ax.images[0] for ax in fig.axes if ax.images]
     assert len(images) == 5  # one panel per head; the sixth grid cell is removed
-    for image in images:
-        low, high = image.get_clim()
-        assert low == -high == -float(bias.abs().max())
+    for image in images:  # one-sided, shared: from the lowest bias of any head to 0
+        assert image.get_clim() == (-float(bias.abs().max()), 0.0)
+        assert image.cmap(image.norm(0.0))[:3] == pytest.approx(
+            (1.0, 1.0, 1.0), abs=0.05
+        )  # 0 is (near) white
+    plt.close(fig)
+    mixed = torch.tensor([[[-2.0, 0.5], [1.0, 0.0]]])  # T5-like: both signs
+    fig = viz.plot_score_bias(mixed)
+    image = fig.axes[0].images[0]
+    assert image.get_clim() == (-2.0, 2.0)  # symmetric, so 0 sits in the white middle
+    assert image.cmap(image.norm(0.0))[:3] == pytest.approx((1.0, 1.0, 1.0), abs=0.05)
+    plt.close(fig)
+    fig = viz.plot_score_bias(-mixed.clamp(max=0))  # never negative
+    assert fig.axes[0].images[0].get_clim() == (0.0, 2.0)
     plt.close(fig)
 
 

@@ -255,8 +255,10 @@ def plot_score_bias(
 ) -> Figure:
     """One heatmap per head of an additive score bias (T5 buckets, ALiBi), on one shared colour scale.
 
-    A bias is added to ``q·k`` *before* the softmax, so it can be negative: the colour scale is
-    diverging and centred on 0 (white = no change to the score, blue = pushed down, red = pushed up).
+    A bias is added to ``q·k`` *before* the softmax. White is always 0 (no change to the score). A bias
+    of both signs (learned T5 buckets) gets a diverging scale centred on 0 (blue = pushed down, red =
+    pushed up); a bias of one sign (ALiBi's, never positive) a one-sided scale from 0 to its extreme,
+    so no colour is spent on values that never occur.
 
     Shapes:
         bias ``(H, T, S)``.
@@ -265,6 +267,8 @@ def plot_score_bias(
         >>> fig = plot_score_bias(-torch.arange(6.0).reshape(1, 2, 3).repeat(3, 1, 1))
         >>> len(fig.axes)                    # three heads and one colour bar
         4
+        >>> fig.axes[0].images[0].get_clim()  # never positive: from the lowest bias to 0
+        (-5.0, 0.0)
         >>> plt.close(fig)
     """
     data, sizes = as_numbers("bias", bias, "H T S")
@@ -273,13 +277,19 @@ def plot_score_bias(
     cols = min(H, max_cols)
     rows = math.ceil(H / cols)
     fig, grid = _grid(rows, cols, T, S)
-    extent = float(np.abs(data).max()) or 1.0  # symmetric scale: 0 is white
+    extent = float(np.abs(data).max()) or 1.0
+    if data.min() >= 0:  # one-sided: 0 (white) to the largest push up
+        cmap, vmin, vmax = "Reds", 0.0, extent
+    elif data.max() <= 0:  # one-sided: the strongest push down to 0 (white)
+        cmap, vmin, vmax = "Blues_r", -extent, 0.0
+    else:  # both signs: symmetric, so 0 is white
+        cmap, vmin, vmax = "RdBu_r", -extent, extent
     for h in range(rows * cols):
         ax = grid[h // cols, h % cols]
         if h >= H:
             fig.delaxes(ax)
             continue
-        image = ax.imshow(data[h], cmap="RdBu_r", vmin=-extent, vmax=extent, interpolation="nearest")
+        image = ax.imshow(data[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=9)
     fig.colorbar(image, ax=grid[:, :].ravel().tolist()[:H], label="score bias", shrink=0.8)
     fig.supxlabel("key (S)")
