@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 from attn_edu.models import GPTConfig
 from attn_edu.objectives import IGNORE_INDEX, causal_lm_loss, mlm_rule, replace_spans_with_sentinels
 from attn_edu.params import gpt_parameter_count
@@ -112,12 +112,18 @@ MLM = Exercise(
         ),
     ),
     hints=(
-        "picked = (u < 0.15) & ~torch.isin(input_ids, special_ids); u also decides what happens to a "
-        "picked token: [MASK] below 0.12, a random id from 0.12 to 0.135, unchanged from 0.135 to 0.15.",
-        "inputs = torch.where(picked & (u < 0.12), mask_token_id, input_ids), then put random_ids where "
-        "picked & (0.12 <= u) & (u < 0.135).",
-        "labels = input_ids.masked_fill(~picked, -100); return torch.stack([inputs, labels]).",
+        "one boolean (B, T) tensor says which tokens are picked: u below 0.15 and the token not in "
+        "special_ids (torch.isin). u then decides what a picked token becomes: [MASK] below 0.12, a "
+        "random id from 0.12 to 0.135, itself from 0.135 to 0.15.",
+        "two torch.where calls build the inputs: one puts mask_token_id where a token is picked and u "
+        "< 0.12, the next puts random_ids where it is picked and 0.12 <= u < 0.135; every other token "
+        "keeps its id.",
+        "the labels come from the original input_ids, not the corrupted inputs: keep them where "
+        "picked and write -100 elsewhere (masked_fill with the negated mask); stack the inputs first, "
+        "the labels second.",
     ),
+    difficulty=2,
+    minutes=15,
 )
 
 
@@ -191,8 +197,12 @@ CLM = Exercise(
         "first of the labels.",
         "flatten (B, T-1, V) to (B·(T-1), V) and (B, T-1) to (B·(T-1),) for F.cross_entropy, which "
         "skips labels equal to -100 (ignore_index) by default.",
-        "F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)",
+        "one F.cross_entropy call on the flattened tokens, with its default mean reduction, averages "
+        "over the scored tokens of the whole batch; averaging per row first would weigh short rows "
+        "too much.",
     ),
+    difficulty=1,
+    minutes=10,
 )
 
 
@@ -272,13 +282,16 @@ SPANS = Exercise(
         ),
     ),
     hints=(
-        "a span starts where noise is True and the previous token is not: "
-        "starts = noise & ~torch.cat([noise.new_zeros(1), noise[:-1]]).",
-        "the k-th start (k = 0, 1, ...) gets sentinel_start_id - k: starts.long().cumsum(0) counts them "
-        "(1, 2, ...) along the sequence.",
-        "put the sentinels at the starts with torch.where, then keep the clean tokens and the starts: "
-        "out[~noise | starts].",
+        "a span starts where noise is True and the previous token is not: starts = noise & "
+        "~torch.cat([noise.new_zeros(1), noise[:-1]]).",
+        "the k-th start (k = 0, 1, ...) gets sentinel_start_id - k: starts.long().cumsum(0) counts "
+        "them (1, 2, ...) along the sequence.",
+        "write the sentinels over the tokens at the starts (torch.where), then index with a boolean "
+        "mask that keeps every clean token and the first position of every span: the rest of each "
+        "span drops out.",
     ),
+    difficulty=3,
+    minutes=20,
 )
 
 
@@ -369,9 +382,87 @@ COUNT = Exercise(
         "projections with biases), the FFN (C×F and F×C with biases) and two LayerNorms, then a final "
         "LayerNorm; the head adds V·C only when it is not tied.",
         "per block: 4C² + 4C (attention) + 2CF + F + C (FFN) + 4C (two LayerNorms of 2C).",
-        "return torch.tensor(V*C + P*C + L*(4*C*C + 4*C + 2*C*F + F + C + 4*C) + 2*C + (0 if tied else V*C))",
+        "the total is the two tables, plus num_layers times the per-block count, plus 2C for the "
+        "final LayerNorm, plus one more V·C when tie_embeddings is False; wrap the Python int in "
+        "torch.tensor.",
     ),
+    difficulty=2,
+    minutes=15,
 )
 
 
 EXERCISES = (MLM, CLM, SPANS, COUNT)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concept questions
+
+MASKED_COUNT = Question(
+    exercise_id="09.q1",
+    title="the expected number of [MASK] tokens BERT's rule puts into 1,000 plain tokens",
+    answer=120,
+    explanation=(
+        "a plain token is picked with probability 0.15, and a picked token becomes [MASK] with probability "
+        "0.8: 1000 · 0.15 · 0.8 = 120. About 15 more become random tokens and 15 stay as they were, and all "
+        "150 picked positions are scored."
+    ),
+    wrong=(
+        (150, "150 is the expected number of picked tokens; only 80% of the picked ones become [MASK]."),
+        (800, "the 80% applies to the picked tokens, not to every token: first pick 15%."),
+    ),
+    hints=("two probabilities in a row: a token is picked, then a picked token is masked.",),
+    minutes=2,
+)
+
+SPAN_LENGTH = Question(
+    exercise_id="09.q2",
+    title="the length of T5's encoder input when 30 of 200 tokens are hidden in 10 spans",
+    answer=180,
+    explanation=(
+        "the 170 clean tokens stay and each of the 10 spans is replaced by one sentinel: 200 - 30 + 10 = 180. "
+        "The decoder's target holds the 30 hidden tokens, each span behind its sentinel: 40 tokens, far "
+        "fewer predictions than one per position."
+    ),
+    wrong=(
+        (170, "the hidden tokens go, but each span leaves one sentinel in its place."),
+        (200, "one sentinel per hidden token would keep the length; T5 puts one sentinel per span."),
+        (40, "40 is the length of the decoder's target; the question asks for the encoder's input."),
+    ),
+    hints=("which tokens stay in the encoder input, and how many sentinels are added to them?",),
+    minutes=3,
+)
+
+CROSS_ATTENTION_READS = Question(
+    exercise_id="09.q3",
+    title="which decoder positions of a T5 change when only the last source token changes",
+    choices=(
+        "none: the decoder is causal, so it cannot see the end of the source",
+        "only the last decoder position",
+        "every decoder position: cross-attention lets each output position read every real source token",
+        "only the decoder positions at or after the index of the changed source token",
+    ),
+    answer="c",
+    explanation=(
+        "the causal mask sits on the decoder's *self*-attention, over output tokens; cross-attention has "
+        "only the source's padding mask, and the encoder is bidirectional, so a changed source token reaches "
+        "every decoder position."
+    ),
+    wrong=(
+        (
+            "a",
+            "the causal mask hides later *output* tokens; the source is read through cross-attention, "
+            "which has no causal mask.",
+        ),
+        ("b", "which mask would hide the source from the first decoder position? Cross-attention has none."),
+        (
+            "d",
+            "source and output positions are not aligned: every decoder query attends over the whole "
+            "encoder output.",
+        ),
+    ),
+    hints=("list the three kinds of attention layer in a T5 and the mask each one uses.",),
+    difficulty=2,
+    minutes=3,
+)
+
+QUESTIONS = (MASKED_COUNT, SPAN_LENGTH, CROSS_ATTENTION_READS)

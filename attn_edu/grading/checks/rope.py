@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from attn_edu import rope
-from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -76,8 +76,12 @@ ROPE_HALF = Exercise(
         "angle of pair i for token t is (offset + t) · θ_i.",
         "theta = 10000.0 ** (-torch.arange(0, D, 2) / D) has D/2 entries; angles = positions[:, None] "
         "* theta[None, :] has shape (T, D/2); cos and sin of it broadcast over (..., T, D/2).",
-        "return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).",
+        "build each rotated half from the formula in the exercise text (both halves mix x1 and x2 "
+        "with cos and sin), then join the two halves along the last dim with torch.cat; no loop over "
+        "pairs is needed.",
     ),
+    difficulty=2,
+    minutes=15,
     atol=1e-4,  # float32 angles at positions ~100 may differ by ~1e-5 between correct versions
 )
 
@@ -131,11 +135,14 @@ OFFSET_SCORE = Exercise(
     ),
     hints=(
         "rotations compose: R(mθ)q · R(nθ)k = q · R((n - m)θ)k. Only delta = m - n matters.",
-        "turn q by delta (one angle delta · θ_i per pair, half-split layout) and take the dot "
-        "product with the unrotated k, one score per row.",
-        "reuse your apply_rope_half idea with per-row positions: angles = delta[:, None] * theta "
-        "(N, D/2); q_rot = cat(q1 cos - q2 sin, q1 sin + q2 cos); return (q_rot * k).sum(-1).",
+        "turn q by delta (one angle delta · θ_i per pair, half-split layout) and take the dot product "
+        "with the unrotated k, one score per row.",
+        "as in 07.1, but with one position per row: the angles are delta as a float column (N, 1) "
+        "times theta (D/2,); rotate q in the half-split layout, leave k alone, and sum the "
+        "elementwise product over the last dim.",
     ),
+    difficulty=2,
+    minutes=15,
     atol=1e-4,
 )
 
@@ -194,12 +201,116 @@ NTK = Exercise(
     hints=(
         "keep θ_i = base'^(-2i/D) for i = 0 .. D/2 - 1, but with a new base' chosen so that the last "
         "pair turns exactly s times slower than before.",
-        "the last pair has i = D/2 - 1, so θ_last = base'^(-(D-2)/D); solving "
-        "base'^(-(D-2)/D) = base^(-(D-2)/D) / s gives base' = base · s^(D/(D-2)).",
-        "new_base = base * factor ** (head_dim / (head_dim - 2)); return "
-        "new_base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim) as float32.",
+        "the last pair has i = D/2 - 1, so θ_last = base'^(-(D-2)/D); solving base'^(-(D-2)/D) = "
+        "base^(-(D-2)/D) / s gives base' = base · s^(D/(D-2)).",
+        "compute the new base once from base and factor, then the frequencies exactly as "
+        "rope_frequencies does (exponents -2i/D for the even numbers 2i = 0, 2, ..., D - 2), in "
+        "float64, cast to float32.",
     ),
+    difficulty=1,
+    minutes=10,
 )
 
 
 EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concept questions
+
+WRAPPED_PAIRS = Question(
+    exercise_id="07.q1",
+    title="how many of the 64 pairs of a D = 128 head make a full turn within 1024 training tokens",
+    answer=36,
+    explanation=(
+        "pair i turns through 1024 · θ_i radians, with θ_i = 10000^(-2i/128). That reaches 2π while "
+        "θ_i >= 2π/1024 ≈ 0.0061, i.e. 2i/128 · ln 10000 <= 5.09, so i <= 35.4: pairs 0 to 35, 36 of them. "
+        "The other 28 only ever saw a slice of their circle; past 1024 tokens they meet angles training never "
+        "showed."
+    ),
+    wrong=(
+        (49, "a full turn is 2π radians, not 1: count the pairs with 1024 · θ_i >= 2π."),
+        (64, "not every pair wraps: the slowest pairs turn by far less than 2π/1024 per token."),
+        (28, "that counts the pairs that never complete a turn; the question asks for those that do."),
+        (35, "check where the count starts: the pairs are numbered from i = 0."),
+    ),
+    hints=(
+        "pair i makes a full turn when 1024 · θ_i >= 2π. Take logs of θ_i = 10000^(-2i/D) and solve for i.",
+        "ln 10000 ≈ 9.21 and ln(2π/1024) ≈ -5.09; then count the whole numbers i from 0 up to the bound.",
+    ),
+    difficulty=2,
+    minutes=5,
+)
+
+SAME_OFFSET = Question(
+    exercise_id="07.q2",
+    title="which placement of the same q and k keeps their RoPE score",
+    choices=(
+        "query at position 1003, key at position 1000",
+        "query at position 7, key at position 10",
+        "query at position 20, key at position 14",
+        "any placement: rotations keep lengths, so the score never changes",
+    ),
+    answer="a",
+    explanation=(
+        "(R(mθ)q)·(R(nθ)k) = qᵀR((n - m)θ)k depends on n - m only; 1000 - 1003 = 7 - 10 = -3, so the score is "
+        "the same. Positions are never seen on their own, only their difference."
+    ),
+    wrong=(
+        (
+            "b",
+            "swapping the positions changes the sign of the offset: R(3θ) and R(-3θ) are different rotations, "
+            "so the score changes (unlike the symmetric sinusoidal dot product of notebook 06).",
+        ),
+        (
+            "c",
+            "the ratio of the positions is the same, but RoPE sees their difference, and 20 - 14 = 6, not 3.",
+        ),
+        (
+            "d",
+            "lengths are kept, but the angle between the rotated q and k changes with the offset, and the "
+            "score follows the angle.",
+        ),
+    ),
+    hints=("write the score as qᵀ R(-mθ) R(nθ) k: what is left of m and n once the two rotations combine?",),
+    minutes=2,
+)
+
+WRONG_LAYOUT = Question(
+    exercise_id="07.q3",
+    title="what happens when interleaved-layout weights run under half-split RoPE without the row permutation",
+    choices=(
+        "nothing: (Pq)·(Pk) = q·k, so the scores are the same",
+        "every score is wrong, even for a query and a key at the same position",
+        "only the outputs change, because half-split RoPE also rotates the values",
+        "scores between tokens at different positions are wrong; a query and a key at the same position "
+        "still get the right score",
+    ),
+    answer="d",
+    explanation=(
+        "without the permutation the wrong coordinates are turned together, so the rotation between a query "
+        "at m and a key at n is not the one training used. At m = n, though, the two rotations cancel "
+        "whatever the pairing, and the score is the plain q·k, which both layouts agree on."
+    ),
+    wrong=(
+        (
+            "a",
+            "(Pq)·(Pk) = q·k holds when the permutation *is* applied; here it is left out, so the model's "
+            "learned pairs are split across different rotation planes.",
+        ),
+        (
+            "b",
+            "look at m = n: the score is (R(mθ)q)·(R(mθ)k), and a rotation applied to both vectors keeps "
+            "their dot product, whichever coordinates it pairs.",
+        ),
+        ("c", "RoPE rotates only queries and keys; the values are never turned, in either layout."),
+    ),
+    hints=(
+        "the layouts pair different coordinates. What does rotating both q and k by the same angle do to q·k?",
+        "compare a query and a key at the same position with a query and a key at different positions.",
+    ),
+    difficulty=2,
+    minutes=4,
+)
+
+QUESTIONS = (WRAPPED_PAIRS, SAME_OFFSET, WRONG_LAYOUT)
