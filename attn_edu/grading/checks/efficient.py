@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from attn_edu import efficient, moe, sparse
 from attn_edu.attention import scaled_dot_product_attention
-from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -112,9 +112,11 @@ SLIDING_WINDOW = Exercise(
         "query t sits at absolute position p = S - T + t; compute the offset p - s for every key s "
         "with broadcasting: a (T, 1) column minus a (1, S) row.",
         "causal: the key is inside the window when 0 <= p - s < window; bidirectional: |p - s| < window.",
-        "offset = (torch.arange(T)[:, None] + S - T) - torch.arange(S)[None, :]; "
-        "causal: (offset >= 0) & (offset < window); else offset.abs() < window",
+        "build the (T, S) offsets from two aranges (shift the query positions by S - T), then write the "
+        "conditions of hint 2 as bool comparisons on it; & combines two comparisons.",
     ),
+    difficulty=2,
+    minutes=15,
 )
 
 
@@ -229,9 +231,11 @@ LINEAR_PARALLEL = Exercise(
         "p = S - T + t; torch.cumsum over the key axis gives every prefix sum at once.",
         "the products φ(k_s) v_sᵀ for every key: kf[..., :, None] * v[..., None, :], shape (..., S, F, Dv); "
         "cumsum(dim=-3); then keep the last T rows for the T queries.",
-        "numerator = (qf[..., :, None, :] @ kv[..., -T:, :, :]).squeeze(-2); "
-        "denominator = (qf * z[..., -T:, :]).sum(-1, keepdim=True)",
+        "per query, the numerator is the (1, F) row φ(q_t) times its (F, Dv) prefix sum, and the "
+        "denominator the dot product of φ(q_t) with its (F,) prefix sum (keep a trailing dim of 1 to divide).",
     ),
+    difficulty=3,
+    minutes=25,
     atol=1e-4,
 )
 
@@ -308,9 +312,11 @@ LINEAR_RECURRENT = Exercise(
         "start from S = zeros(..., D, Dv) and z = zeros(..., D); for each t add φ(k_t) v_tᵀ to S and "
         "φ(k_t) to z, then read the output of token t.",
         "φ(k_t) v_tᵀ is an outer product: kf[..., t, :, None] * v[..., t, None, :], shape (..., D, Dv).",
-        "out_t = (qf[..., t, None, :] @ S).squeeze(-2) / (qf[..., t, :] * z).sum(-1, keepdim=True); "
-        "stack the T outputs on dim=-2",
+        "add token t to S and z first, then read: φ(q_t)ᵀ S is a (Dv,) vector, φ(q_t)ᵀ z one number per "
+        "row (keep its dim to broadcast); collect the T outputs in a list and stack them on the token dim.",
     ),
+    difficulty=2,
+    minutes=20,
     atol=1e-4,
 )
 
@@ -391,9 +397,97 @@ TOP_K_ROUTER = Exercise(
         "their expert indices.",
         "attn_edu's convention: softmax over the k chosen logits only (dim=-1), then write those k weights "
         "into a (N, E) tensor of zeros at the chosen indices.",
-        "top, index = logits.topk(k, dim=-1); torch.zeros_like(logits).scatter(1, index, top.softmax(-1))",
+        "Tensor.scatter(dim, index, src) writes src[i, j] to position (i, index[i, j]): scatter the k "
+        "weights along dim 1 of a zero (N, E) tensor, at the indices that topk returned with them.",
     ),
+    difficulty=2,
+    minutes=15,
 )
 
 
 EXERCISES = (SLIDING_WINDOW, LINEAR_PARALLEL, LINEAR_RECURRENT, TOP_K_ROUTER)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concept questions
+
+RECEPTIVE_FIELD = Question(
+    exercise_id="11.q1",
+    title="how many tokens back the last token can see after 12 layers of causal windows of w = 64",
+    answer=756,
+    explanation=(
+        "one layer lets position t read t - 63 .. t: 63 = w - 1 positions back. Each further layer starts "
+        "from positions that already reached 63 back and adds another 63, so 12 layers reach 12 · 63 = 756."
+    ),
+    wrong=(
+        (
+            768,
+            "12 · 64 counts the query's own token as a step back in every layer; a window of w keys "
+            "reaches w - 1 positions back.",
+        ),
+        (63, "63 is one layer's reach; stacked layers pass information along, and the reaches add up."),
+        (64, "64 is the width of one window, itself included; and stacked layers reach further."),
+    ),
+    hints=(
+        "how far back does one causal window of w keys reach, counting the query's own position as 0?",
+        "after L layers, who depends on whom is the boolean matrix power M^L: each layer adds one "
+        "window's reach.",
+    ),
+    minutes=3,
+)
+
+LINEAR_STATE = Question(
+    exercise_id="11.q2",
+    title="what causal linear attention must keep per head to generate token 10,001 (D = Dv = 64)",
+    choices=(
+        "the keys and values of all 10,000 earlier tokens, like a KV cache",
+        "a 64 × 64 state S and a 64-number normaliser z, whatever the length",
+        "the 10,000 × 10,000 matrix φ(Q) φ(K)ᵀ of earlier scores",
+        "nothing: each token is computed from its own query, key and value alone",
+    ),
+    answer="b",
+    explanation=(
+        "φ(q)ᵀ Σ φ(k_s) v_sᵀ only needs the running sum S = Σ φ(k_s) v_sᵀ, of shape (D, Dv), and the "
+        "normaliser z = Σ φ(k_s): the sums absorb every earlier token, so the state never grows. That is "
+        "the RNN form of notebook 11, and why linear attention is cheap to generate with."
+    ),
+    wrong=(
+        (
+            "a",
+            "softmax attention needs every key, because exp(q·k) does not factorise; φ(q)·φ(k) does, so the "
+            "keys and values can be summed once and forgotten.",
+        ),
+        ("c", "the regrouping φ(Q)(φ(K)ᵀ V) exists precisely so that the (n, n) matrix is never formed."),
+        (
+            "d",
+            "causal attention still mixes every earlier token into the output; the question is only how "
+            "much must be stored to do it.",
+        ),
+    ),
+    hints=(
+        "regroup φ(q_t)ᵀ Σ_s φ(k_s) v_sᵀ: which part depends on the earlier tokens, and what is its shape?",
+    ),
+    minutes=3,
+)
+
+CAPACITY = Question(
+    exercise_id="11.q3",
+    title="the capacity of each expert for 1,000 tokens, top-2 routing, 8 experts, capacity factor 1.25",
+    answer=313,
+    explanation=(
+        "1,000 tokens with k = 2 make 2,000 assignments; shared evenly by 8 experts that is 250 each, and "
+        "the capacity factor 1.25 leaves room for some imbalance: ⌈1.25 · 250⌉ = ⌈312.5⌉ = 313."
+    ),
+    wrong=(
+        (157, "that counts one assignment per token; with top-2 routing each token goes to 2 experts."),
+        (250, "250 is the even share; the capacity factor 1.25 adds a margin on top of it."),
+        (312, "round up: a buffer holds a whole number of assignments, and 312 is one short of 312.5."),
+    ),
+    hints=(
+        "count the assignments first: how many experts does each token go to?",
+        "capacity = ⌈c · N · k / E⌉.",
+    ),
+    minutes=3,
+)
+
+QUESTIONS = (RECEPTIVE_FIELD, LINEAR_STATE, CAPACITY)

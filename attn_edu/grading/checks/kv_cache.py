@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from attn_edu.generation import top_k_filter, top_p_filter
-from attn_edu.grading.exercise import Case, Exercise, Mistake
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 from attn_edu.kv_cache import MODEL_SHAPES, KVCacheLayer, kv_cache_bytes
 
 # ---------------------------------------------------------------------------------------------------------
@@ -79,8 +79,11 @@ APPEND = Exercise(
     hints=(
         "the cache's shape is (B, H_kv, S, D): which dimension counts tokens?",
         "the result has shape (B, H_kv, S + T, D), the old tokens first, then the new ones.",
-        "torch.cat([cache, new], dim=2)",
+        "torch.cat joins a list of tensors along one dimension: list the cache before the new tokens, and "
+        "pick the dimension that counts tokens (the same call serves keys and values).",
     ),
+    difficulty=1,
+    minutes=5,
 )
 
 
@@ -167,8 +170,11 @@ BYTES = Exercise(
     hints=(
         "each layer stores a key tensor and a value tensor of shape (B, H_kv, S, D).",
         "one tensor holds B · H_kv · S · D numbers of dtype_bytes bytes each; there are 2 per layer.",
-        "num_layers * num_kv_heads * seq_len * head_dim * 2 * dtype_bytes * batch_size",
+        "every argument is an (N,) int64 tensor, so plain * multiplies them entry by entry: the bytes of "
+        "one tensor, times the tensors per layer, times the layers. num_heads is not needed.",
     ),
+    difficulty=1,
+    minutes=10,
 )
 
 
@@ -234,8 +240,11 @@ TOP_K = Exercise(
         "find the k-th largest logit of each row, drop every logit below it, then take the softmax.",
         "kth = logits.topk(k, dim=-1).values[..., -1:]; dropped logits become float('-inf') so that "
         "the softmax gives them exactly 0 and renormalises over the k kept ones.",
-        "torch.softmax(logits.masked_fill(logits < kth, float('-inf')), dim=-1)",
+        "kth has shape (..., 1), so comparing it with the (..., V) logits broadcasts over the row; drop "
+        "only the logits strictly below it, so that the k-th largest itself stays.",
     ),
+    difficulty=2,
+    minutes=10,
     atol=1e-6,
 )
 
@@ -316,11 +325,122 @@ TOP_P = Exercise(
         "reaches p; the token that reaches it stays in.",
         "with probs sorted descending, a token stays when cumsum(probs) - probs < p (the mass ranked "
         "above it); scatter that bool back to vocabulary order with the sort's indices.",
-        "keep_sorted.scatter(-1, order, keep_sorted) gives the mask in vocabulary order; then "
-        "torch.softmax(logits.masked_fill(~keep, float('-inf')), dim=-1).",
+        "the sort also returned order, the vocabulary index of each sorted position: scatter writes each "
+        "sorted decision back to that index. Then, as in top-k, give the dropped tokens -inf and take the "
+        "softmax of the original logits.",
     ),
+    difficulty=2,
+    minutes=20,
     atol=1e-6,
 )
 
 
 EXERCISES = (APPEND, BYTES, TOP_K, TOP_P)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Concept questions
+
+CACHE_OF_LLAMA_3 = Question(
+    exercise_id="10.q1",
+    title="the KV cache of Llama-3-8B for one sequence of 8,192 tokens in bfloat16, in GiB",
+    answer=1.0,
+    explanation=(
+        "32 layers × 8 kv heads × 8,192 tokens × 128 dims × 2 (K and V) × 2 bytes = 2^30 bytes, exactly "
+        "1 GiB: 128 KiB per token. The 32 query heads do not enter the formula; only the 8 kv heads are stored."
+    ),
+    wrong=(
+        (0.5, "that is only the keys (or only the values): each layer stores both, a factor 2."),
+        (
+            4.0,
+            "4 GiB counts the 32 query heads; under GQA the cache holds only the 8 key/value heads.",
+        ),
+        (
+            2.0,
+            "twice too much: bfloat16 takes 2 bytes per number, not 4 (or the 32 query heads were used "
+            "and the factor 2 for K and V was left out).",
+        ),
+    ),
+    tolerance=0.01,
+    hints=(
+        "Llama-3-8B: 32 layers, 32 query heads, 8 key/value heads, head dim 128. Which of the two head "
+        "counts does the cache store?",
+        "bytes = layers × H_kv × S × D × 2 × bytes per number × B; one GiB is 2^30 bytes.",
+    ),
+    difficulty=2,
+    minutes=4,
+)
+
+NUCLEUS = Question(
+    exercise_id="10.q2",
+    title="which tokens top-p sampling with p = 0.9 keeps from the probabilities 0.5, 0.3, 0.15, 0.05",
+    choices=(
+        "only the first two: their mass, 0.8, is the largest that stays below 0.9",
+        "all four: p = 0.9 keeps 90 % of the tokens",
+        "the first three, renormalised to about 0.53, 0.32 and 0.16",
+        "only the first: it alone holds more than any other token",
+    ),
+    answer="c",
+    explanation=(
+        "the running total is 0.5, 0.8, 0.95: the third token is the one that takes it past 0.9, and it "
+        "stays in. The kept mass 0.95 is renormalised to 1, so the weights become 0.5/0.95, 0.3/0.95 and 0.15/0.95."
+    ),
+    wrong=(
+        (
+            "a",
+            "the nucleus is the smallest set whose mass *reaches* p, so the token that crosses 0.9 stays; "
+            "0.8 is still short of it.",
+        ),
+        ("b", "p is a share of the probability mass, not of the number of tokens."),
+        ("d", "keeping only the most likely token is greedy decoding (or top-k with k = 1), not top-p."),
+    ),
+    hints=(
+        "add up the probabilities from the most likely token down, and stop at the first running total "
+        "that reaches p: is that token in or out?",
+    ),
+    minutes=3,
+)
+
+BATCHING = Question(
+    exercise_id="10.q3",
+    title="what a batch of 4 does to the decoding throughput of Llama-2-7B at a 1k context (the roofline)",
+    choices=(
+        "the total rises almost fourfold (about 3.6×): the 13.5 GB of weights are read once per step for all "
+        "four sequences, and only the small cache reads grow with the batch",
+        "nothing changes: the HBM bandwidth is fixed, so the tokens per second are fixed too",
+        "the total falls: four caches must be read at every step",
+        "the total rises exactly fourfold: the GPU is compute-bound, and four sequences keep it four times busier",
+    ),
+    answer="a",
+    explanation=(
+        "at batch 1 a step reads about 13.5 GB of weights and 0.5 GiB of cache; at batch 4 the weights are "
+        "the same, and the cache reads grow to 2 GiB. The step takes about 11 % longer but makes four "
+        "tokens, so the roofline goes from about 239 to 858 tokens/s."
+    ),
+    wrong=(
+        (
+            "b",
+            "the bandwidth is fixed, but the bytes per step barely grow: the weights are shared by every "
+            "sequence of the batch.",
+        ),
+        (
+            "c",
+            "the four caches are read, but at 1k tokens each is 0.5 GiB beside 13.5 GB of weights: the step "
+            "grows a little and makes four tokens.",
+        ),
+        (
+            "d",
+            "at batch 4 a step still does under 4 FLOPs per byte, far below the 295 an H100 can do per byte "
+            "read: memory, not arithmetic, sets the time, and the cache reads add a little to it.",
+        ),
+    ),
+    hints=(
+        "what does a decoding step read from memory, and which part of it is shared by all the sequences "
+        "of a batch?",
+        "t_step ≥ (weight bytes + B · S · cache bytes per token) / bandwidth, and a step makes B tokens.",
+    ),
+    difficulty=2,
+    minutes=5,
+)
+
+QUESTIONS = (CACHE_OF_LLAMA_3, NUCLEUS, BATCHING)
