@@ -249,3 +249,29 @@ def test_the_grader_reads_wrong_renamed_missing_and_hostile_answers(tmp_path: Pa
     graded = _graded(_notebook_with(tmp_path, "other.ipynb", ["answer_q1 = 16"]))
     assert graded["03.q1"]["status"] == "FAIL" and graded["03.q1"]["hint"] == dict(NUMBER.wrong)[16]
     assert graded["03.q2"]["status"] == "NOT_ATTEMPTED" and "answer_q2" in graded["03.q2"]["message"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The track as a whole
+
+
+def test_every_notebook_asks_a_number_and_a_choice_question() -> None:
+    for number in [f"{n:02d}" for n in range(1, 14)]:
+        asked = [q for i, q in QUESTIONS.items() if i.startswith(f"{number}.")]
+        assert len(asked) >= 2, f"notebook {number} asks {len(asked)} concept questions"
+        assert {q.kind for q in asked} == {"choice", "number"}, (
+            f"notebook {number}: {[q.kind for q in asked]}"
+        )
+
+
+def test_every_exercise_heading_shows_its_difficulty_and_time() -> None:
+    for exercise_id, exercise in exercises().items():
+        if exercise_id.startswith("00."):  # the practice exercise lives in course/00
+            continue
+        headings = [
+            _source(c).split("\n", 1)[0]
+            for c in _cells(_solution(exercise_id))
+            if c["cell_type"] == "markdown" and _source(c).startswith(f"## Exercise {exercise_id}:")
+        ]
+        assert len(headings) == 1, f"{exercise_id}: expected one heading, found {headings}"
+        assert headings[0].endswith(f" · {badge(exercise)}"), f"{exercise_id}: {headings[0]}"
