@@ -19,6 +19,7 @@ import pytest
 
 from attn_edu.grading import command, protocol
 from attn_edu.grading.protocol import Outcome
+from attn_edu.grading.registry import exercises, questions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product.ipynb"
@@ -194,14 +195,20 @@ def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> No
     assert result["points"] == 0
 
 
+# Notebook 02's graded items: its exercises, then its concept questions.
+ITEMS_02 = [i for i in exercises() if i.startswith("02.")] + [i for i in questions() if i.startswith("02.")]
+
+
 def test_solution_passes_everything(graded: dict) -> None:
     entry = graded["by_learner"]["solution"]
-    assert [r["status"] for r in entry["exercises"]] == ["PASS"] * 3
-    assert entry["points"] == entry["max_points"] == 3
+    assert [r["id"] for r in entry["exercises"]] == ITEMS_02 and len(ITEMS_02) >= 5
+    assert [r["status"] for r in entry["exercises"]] == ["PASS"] * len(ITEMS_02)
+    assert entry["points"] == entry["max_points"] == len(ITEMS_02)
 
 
 def test_untouched_exercise_is_not_attempted(graded: dict) -> None:
-    assert [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]] == ["NOT_ATTEMPTED"] * 3
+    statuses = [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]]
+    assert statuses == ["NOT_ATTEMPTED"] * len(ITEMS_02)
 
 
 def test_other_exercises_still_graded_after_a_bad_one(graded: dict) -> None:
