@@ -181,3 +181,26 @@ def test_switching_the_watch_off_is_reported_and_the_profiler_restored() -> None
     result = check("04.1", learner)
     assert result.status is Status.FAIL and "sys.setprofile" in result.message
     assert sys.getprofile() is before
+
+
+def test_a_kernel_exercise_without_triton_says_what_to_install() -> None:
+    """Where Triton cannot be installed, the exercise notebook's stand-in lets the kernel cells run, and the
+    check reports the install hint (not a shortcut into the package, not a NameError)."""
+    from attn_edu.grading.stand_in import TritonStandIn
+
+    triton = tl = TritonStandIn()
+
+    @triton.jit
+    def softmax_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):  # noqa: ANN001, ANN202
+        pass
+
+    def softmax_rows(x):  # noqa: ANN001, ANN202
+        out = torch.empty_like(x)
+        softmax_kernel[(x.shape[0],)](
+            x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1])
+        )
+        return out
+
+    result = check("12.4", softmax_rows)
+    assert result.status is Status.ERROR and "TritonNotInstalledError" in result.message, result
+    assert 'pip install "attn-edu[triton]"' in result.message

@@ -156,6 +156,14 @@ def _fresh(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
+def learner_error(err: BaseException) -> BaseException:
+    """The exception the learner's code raised. Triton's interpreter re-raises anything a kernel raises as
+    ``InterpreterError(...) from`` it, so a kernel's ``NotImplementedError`` is found again under it."""
+    while type(err).__name__ == "InterpreterError" and err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
 def run_case(fn: Callable[..., Any], case: Case, timeout: float | None) -> Outcome:
     """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`.
 
@@ -169,12 +177,14 @@ def run_case(fn: Callable[..., Any], case: Case, timeout: float | None) -> Outco
         with time_limit(timeout), torch.no_grad(), watch_shortcuts() as called:
             value = fn(*args, **kwargs)
         outcome = outcome_of(value)
-    except NotImplementedError as err:
-        outcome = Outcome("not_implemented", detail=str(err))
     except ExerciseTimeout:
         outcome = Outcome("timeout", detail=f"{timeout:g} s")
-    except BaseException as err:  # noqa: BLE001 - the learner's code may raise anything, even SystemExit
-        if isinstance(err, KeyboardInterrupt) and not in_grader_child():
+    except BaseException as raised:  # noqa: BLE001 - the learner's code may raise anything, even SystemExit
+        if isinstance(raised, KeyboardInterrupt) and not in_grader_child():
             raise  # a learner stopping the kernel means it
-        outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
+        err = learner_error(raised)
+        if isinstance(err, NotImplementedError):
+            outcome = Outcome("not_implemented", detail=str(err))
+        else:
+            outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
     return shortcut_outcome(called) or outcome

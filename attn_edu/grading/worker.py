@@ -33,7 +33,7 @@ import torch
 
 from attn_edu.grading import protocol
 from attn_edu.grading.notebook import submitted
-from attn_edu.grading.run import ExerciseTimeout, shortcut_outcome, time_limit, watch_shortcuts
+from attn_edu.grading.run import ExerciseTimeout, learner_error, shortcut_outcome, time_limit, watch_shortcuts
 
 
 def _limit_resources(memory_bytes: int) -> None:
@@ -98,12 +98,14 @@ def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
         with time_limit(seconds), watch_shortcuts() as called:
             value = fn(*args, **kwargs)
         result = protocol.encode_result(value, max_elements)
-    except NotImplementedError as err:
-        result = protocol.failure("not_implemented", err)
     except ExerciseTimeout:
         result = protocol.failure("timeout", f"{seconds:g} s")
-    except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
-        result = protocol.failure("error", f"{type(err).__name__}: {err}")
+    except BaseException as raised:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
+        err = learner_error(raised)
+        if isinstance(err, NotImplementedError):
+            result = protocol.failure("not_implemented", err)
+        else:
+            result = protocol.failure("error", f"{type(err).__name__}: {err}")
     shortcut = shortcut_outcome(called)  # a call into the package outranks whatever came of it
     return result if shortcut is None else protocol.failure("shortcut", shortcut.detail)
 
@@ -144,6 +146,9 @@ CHILD_ENV = {
     "OMP_NUM_THREADS": "1",  # one core per notebook; --jobs grades several side by side
     "MKL_NUM_THREADS": "1",
     "MPLBACKEND": "Agg",
+    # Triton kernels (exercises 12.4, 12.5) run in Triton's interpreter on the grader's CPU tensors; set
+    # before the notebook imports triton, which reads it once.
+    "TRITON_INTERPRET": "1",
 }
 
 

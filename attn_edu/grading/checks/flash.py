@@ -1,4 +1,5 @@
-"""Checks for notebook 12's exercises: the online softmax update, a tiled attention forward, the log-sum-exp.
+"""Checks for notebook 12's exercises: the online softmax update, a tiled attention forward, the log-sum-exp,
+and two Triton kernels (a row softmax; a row's log-sum-exp streamed over blocks).
 
 The references are :func:`attn_edu.flash.online_softmax` and :func:`attn_edu.flash.tiled_attention`
 (FlashAttention-2, Dao 2023, Algorithm 1), and ``m + log(l)`` for the log-sum-exp the backward pass keeps.
@@ -7,6 +8,11 @@ not powers of two, tiles that do not divide the lengths, odd head counts, and sc
 softmax without its running maximum overflows. The known-wrong versions are the slips the streaming
 algorithm invites: a sum that is not rescaled when the maximum grows, a rescale factor upside down, each
 block normalised on its own, NaN for a query that sees nothing, ``exp(m)`` overflowing, ``log2`` for ``log``.
+
+The Triton exercises (12.4, 12.5) grade a given launcher that runs the learner's ``@triton.jit`` kernel, in
+Triton's interpreter on CPU tensors (the exercise notebook and the grading command's worker set
+``TRITON_INTERPRET=1``). Their known-wrong versions are written in torch, lane for lane: masked lanes loaded as
+0 instead of -inf, a sum that is never divided by, an old sum not rescaled when the maximum grows.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ import math
 
 import torch
 
-from attn_edu import flash
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu import attention, flash
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 
 NEG_INF = float("-inf")
 
@@ -302,7 +308,131 @@ LOGSUMEXP = Exercise(
 )
 
 
-EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP)
+# ---------------------------------------------------------------------------------------------------------
+# 12.4 a row-softmax kernel in Triton, 12.5 a row's log-sum-exp streamed over blocks in Triton
+
+LSE_BLOCK = 16  # the block width the 12.5 launcher uses: every row but the shortest spans several blocks
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _rows_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_randn(g, 3, 5, std=2.0),)),  # a row shorter than one block
+        Case((_randn(g, 4, 37, std=2.0),)),  # 37 columns in a block of 64 (12.4) or three of 16 (12.5)
+        Case((_randn(g, 2, 48, std=2.0),)),  # a whole number of 16-wide blocks
+        Case((_randn(g, 5, 100, std=3.0),)),
+        Case((_randn(g, 2, 50, std=30.0) + 100.0,), group="large scores"),  # exp(x) overflows float32
+    ]
+
+
+def _padded(x: torch.Tensor, width: int, fill: float) -> torch.Tensor:
+    """``x (R, N)`` with columns of ``fill`` up to ``width``: what a load with ``other=fill`` sees."""
+    return torch.cat([x, x.new_full((x.shape[0], width - x.shape[1]), fill)], dim=-1)
+
+
+def _softmax_with_zero_lanes(x: torch.Tensor) -> torch.Tensor:
+    lanes = _padded(x, _next_power_of_2(x.shape[-1]), 0.0)  # (R, BLOCK)
+    e = torch.exp(lanes - lanes.amax(dim=-1, keepdim=True))
+    return (e / e.sum(dim=-1, keepdim=True))[:, : x.shape[-1]]
+
+
+SOFTMAX_KERNEL = Exercise(
+    exercise_id="12.4",
+    title="a Triton kernel that writes the softmax of one row per program, masking the lanes past n_cols",
+    function_name="softmax_rows",
+    arg_names=("x",),
+    reference=lambda x: attention.masked_softmax(x),
+    make_cases=_rows_cases,
+    mistakes=(
+        Mistake(
+            _softmax_with_zero_lanes,
+            "the lanes past n_cols were loaded as 0 and count in the max and the sum: load them with "
+            "other=float('-inf') (exp(-inf) = 0), or mask them out of both.",
+        ),
+        Mistake(
+            lambda x: torch.exp(x - x.amax(dim=-1, keepdim=True)),
+            "the row is not normalised: divide exp(x - max) by its sum over the row (tl.sum(..., axis=0)).",
+        ),
+    ),
+    properties=(
+        Property(
+            "large scores",
+            "scores near 100 overflow exp() in float32 (it ends near exp(88)) and inf / inf is NaN: subtract "
+            "the row's maximum (tl.max(x, axis=0)) before the exponential.",
+        ),
+    ),
+    hints=(
+        "one program per row: tl.program_id(0) is the row, tl.arange(0, BLOCK) the column offsets, and the "
+        "row starts at x_ptr + row * row_stride.",
+        "lanes past n_cols must count for nothing: load with a mask and a fill value whose exponential is 0, "
+        "and store with the same mask (a store without it writes past the row).",
+        "on the loaded vector, the three steps of a safe softmax: subtract its maximum (a reduction over "
+        "axis 0), exponentiate, divide by the sum.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+def _streamed_lse(x: torch.Tensor, rescale: bool, fill: float) -> torch.Tensor:
+    """The 12.5 kernel's loop in torch; ``rescale=False`` or ``fill=0`` are the mistakes."""
+    N = x.shape[-1]
+    lanes = _padded(x, math.ceil(N / LSE_BLOCK) * LSE_BLOCK, fill)  # (R, blocks * BLOCK)
+    m = torch.full((x.shape[0],), NEG_INF)
+    l = torch.zeros(x.shape[0])  # noqa: E741 - the paper's name
+    for start in range(0, N, LSE_BLOCK):
+        block = lanes[:, start : start + LSE_BLOCK]  # (R, BLOCK)
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        alpha = torch.exp(m - m_new) if rescale else torch.ones_like(m)
+        l = l * alpha + torch.exp(block - m_new[:, None]).sum(dim=-1)  # noqa: E741
+        m = m_new
+    return m + torch.log(l)
+
+
+LSE_KERNEL = Exercise(
+    exercise_id="12.5",
+    title="a Triton kernel that streams one row per program in blocks, keeping the running max and sum",
+    function_name="row_logsumexp",
+    arg_names=("x",),
+    reference=lambda x: flash.logsumexp_from_stats(*_running_stats(x, LSE_BLOCK)),
+    make_cases=_rows_cases,
+    mistakes=(
+        Mistake(
+            lambda x: _streamed_lse(x, rescale=False, fill=NEG_INF),
+            "the running sum is not rescaled when the maximum grows: the old terms were exp(x - m_old), so "
+            "multiply l by exp(m_old - m_new) before adding the new block.",
+        ),
+        Mistake(
+            lambda x: _streamed_lse(x, rescale=True, fill=0.0),
+            "the lanes past n_cols in the last block were loaded as 0 and add exp(0 - m) to the sum: load "
+            "them with other=float('-inf').",
+        ),
+    ),
+    properties=(
+        Property(
+            "large scores",
+            "scores near 100 overflow exp() in float32: keep the running maximum m and sum exp(x - m), then "
+            "add m back at the end (exercise 12.3).",
+        ),
+    ),
+    hints=(
+        "keep two running numbers for the row, m (from -inf) and l (from 0), and visit the row in chunks of "
+        "BLOCK columns with a for loop over range(0, n_cols, BLOCK).",
+        "each chunk: load it masked, with a fill whose exponential is 0; the new maximum is the larger of m "
+        "and the chunk's; l was measured against the old maximum, so scale it by exp(old - new) before the "
+        "chunk's terms are added.",
+        "after the loop, the row's log-sum-exp comes from m and l as in exercise 12.3; each program stores "
+        "one number, at lse_ptr + row.",
+    ),
+    difficulty=3,
+    minutes=25,
+)
+
+
+EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, SOFTMAX_KERNEL, LSE_KERNEL)
 
 
 # ---------------------------------------------------------------------------------------------------------
