@@ -66,3 +66,30 @@ def test_an_int_mask_gets_a_dtype_message() -> None:
 def test_a_padding_mask_without_side_raises_an_error_status() -> None:
     result = check("04.2", lambda lengths, max_len: EXERCISES["04.2"].reference(lengths, max_len))
     assert result.status is Status.ERROR and "side" in result.message
+
+
+def test_transformers_own_decoding_mask_passes_exercise_04_4() -> None:
+    """The production peer: transformers' sdpa_mask, the mask its SDPA attention receives, is a right answer."""
+    masking = pytest.importorskip("transformers.masking_utils")
+
+    def theirs(attention_mask, T):  # noqa: ANN001, ANN202
+        B, S = attention_mask.shape
+        return masking.sdpa_mask(
+            batch_size=B, q_length=T, kv_length=S, q_offset=S - T, mask_function=masking.causal_mask_function,
+            attention_mask=attention_mask.bool(), allow_is_causal_skip=False,
+        )  # fmt: skip
+
+    assert check("04.4", theirs).passed
+
+
+def test_a_loop_over_queries_and_keys_passes_exercise_04_4() -> None:
+    def loops(attention_mask, T):  # noqa: ANN001, ANN202
+        B, S = attention_mask.shape
+        out = torch.zeros(B, 1, T, S, dtype=torch.bool)
+        for b in range(B):
+            for t in range(T):
+                for s in range(S):
+                    out[b, 0, t, s] = bool(s <= S - T + t and attention_mask[b, s] == 1)
+        return out
+
+    assert check("04.4", loops).passed

@@ -217,7 +217,76 @@ MASKED_SOFTMAX = Exercise(
 )
 
 
-EXERCISES = (CAUSAL, PADDING, MASKED_SOFTMAX)
+# ---------------------------------------------------------------------------------------------------------
+# 04.4 the decoding mask from Hugging Face's attention_mask (build and verify against transformers' sdpa_mask)
+
+
+def _left_padded(g: torch.Generator, B: int, S: int) -> torch.Tensor:
+    """A 0/1 ``attention_mask (B, S)``: each row starts with 0 to S // 2 padding zeros (left padding)."""
+    pads = torch.randint(0, S // 2 + 1, (B,), generator=g)  # (B,)
+    return (torch.arange(S)[None, :] >= pads[:, None]).long()  # (B, S)
+
+
+def _decoding_cases(g: torch.Generator) -> list[Case]:
+    return [
+        Case((_left_padded(g, 3, 7), 2)),  # two new tokens after five cached positions
+        Case((_left_padded(g, 2, 5), 5)),  # the prompt itself (T == S)
+        Case((_left_padded(g, 4, 9), 1)),  # one decoding step
+        Case((torch.ones(1, 6, dtype=torch.long), 3)),  # no padding at all
+        Case((_left_padded(g, 2, 11), 4)),
+    ]
+
+
+def _decoding_reference(attention_mask: torch.Tensor, T: int) -> torch.Tensor:
+    B, S = attention_mask.shape
+    real = masks.padding_from_attention_mask(attention_mask, B, S)  # (B, S)
+    return masks.combine_masks(masks.causal_mask(T, S), masks.key_mask(real))  # (B, 1, T, S)
+
+
+DECODING_MASK = Exercise(
+    exercise_id="04.4",
+    title="the decoding mask from Hugging Face's attention_mask: causal (bottom-right) and padded keys hidden",
+    function_name="decoding_mask",
+    arg_names=("attention_mask", "T"),
+    reference=_decoding_reference,
+    make_cases=_decoding_cases,
+    mistakes=(
+        Mistake(
+            lambda attention_mask, T: (
+                masks.causal_mask_top_left(T, attention_mask.shape[1])[None, None]
+                & (attention_mask == 1)[:, None, None, :]
+            ),
+            "the causal part is aligned top-left: the T queries are the *last* T of the S positions, so query t "
+            "sits at position S - T + t and sees every key up to it.",
+        ),
+        Mistake(
+            lambda attention_mask, T: masks.causal_mask(T, attention_mask.shape[1]).expand(
+                attention_mask.shape[0], 1, T, attention_mask.shape[1]
+            ),
+            "the padded keys are still visible: hide every key whose attention_mask is 0.",
+        ),
+        Mistake(
+            lambda attention_mask, T: (
+                masks.causal_mask(T, attention_mask.shape[1])[None, None]
+                & (attention_mask == 0)[:, None, None, :]
+            ),
+            "the padding polarity is inverted: in Hugging Face's attention_mask 1 marks a real token, 0 padding.",
+        ),
+    ),
+    hints=(
+        "two conditions for query t and key s, both needed: s is not in query t's future, and s is a real token.",
+        "with a cache the queries are the last T of the S positions, so compare key positions with query "
+        "positions S - T + t; the padding condition depends on the key only, one row of attention_mask per "
+        "sequence.",
+        "build the (T, S) causal part and the (B, S) padding part separately, then give them the singleton "
+        "dimensions that make them broadcast to (B, 1, T, S) and combine them with &.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (CAUSAL, PADDING, MASKED_SOFTMAX, DECODING_MASK)
 
 
 # ---------------------------------------------------------------------------------------------------------
