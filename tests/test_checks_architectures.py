@@ -126,3 +126,48 @@ def test_the_count_reference_matches_a_model_built_on_meta(tied: bool) -> None:
 def test_an_int_count_gets_a_type_message() -> None:
     result = check("09.4", lambda *sizes: int(_count_from_checkpoint_shapes(*sizes)))
     assert result.status is Status.FAIL and "torch.Tensor" in result.message
+
+
+# Hugging Face's names of one block's tensors, in GPT2Block.state_dict() order (the arguments' order in 09.5).
+GPT2_BLOCK_KEYS = (
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+)  # fmt: skip
+
+
+def _gpt2_logits_by_transformers(input_ids, wte_weight, wpe_weight, *rest):
+    """Hugging Face's own GPT2LMHeadModel (eager attention, eval mode) with the case's weights loaded by name."""
+    transformers = pytest.importorskip("transformers")
+    *stacked, ln_f_weight, ln_f_bias, num_heads = rest
+    (V, C), P, L = wte_weight.shape, wpe_weight.shape[0], stacked[0].shape[0]
+    config = transformers.GPT2Config(
+        vocab_size=V, n_positions=P, n_embd=C, n_layer=L, n_head=num_heads, n_inner=stacked[8].shape[-1],
+        bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config).eval()
+    state = {
+        "transformer.wte.weight": wte_weight, "transformer.wpe.weight": wpe_weight, "lm_head.weight": wte_weight,
+        "transformer.ln_f.weight": ln_f_weight, "transformer.ln_f.bias": ln_f_bias,
+    }  # fmt: skip
+    for i in range(L):
+        state |= {f"transformer.h.{i}.{key}": t[i] for key, t in zip(GPT2_BLOCK_KEYS, stacked, strict=True)}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+    with torch.no_grad():
+        return model(input_ids).logits  # (B, T, V)
+
+
+def test_transformers_own_gpt2_passes_exercise_09_5() -> None:
+    """The production peer: transformers.GPT2LMHeadModel itself, given the weights, is a right answer."""
+    pytest.importorskip("transformers")
+    result = check("09.5", _gpt2_logits_by_transformers)
+    assert result.status is Status.PASS, result
+
+
+def test_the_gpt2_cases_use_several_layers_and_unused_position_rows() -> None:
+    cases = make_cases(get_exercise("09.5"), 0)
+    layers = {case.args[3].shape[0] for case in cases}  # ln_1_weight (L, C)
+    assert {1, 2, 3} <= layers
+    assert any(
+        case.args[2].shape[0] > case.args[0].shape[1] for case in cases
+    )  # P > T: take the first T rows

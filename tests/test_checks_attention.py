@@ -43,8 +43,21 @@ def _peer_mask(lengths, T):
     return out
 
 
+def _peer_cross(x, context, w_q, w_k, w_v, w_o):
+    # PyTorch's own multi-head attention forward, one head, separate projections (kdim, vdim != C)
+    out, _ = F.multi_head_attention_forward(
+        x.transpose(0, 1), context.transpose(0, 1), context.transpose(0, 1),  # (L, B, ·): torch's layout
+        embed_dim_to_check=x.shape[-1], num_heads=1, in_proj_weight=None, in_proj_bias=None,
+        bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0, out_proj_weight=w_o,
+        out_proj_bias=None, training=False, need_weights=False, use_separate_proj_weight=True,
+        q_proj_weight=w_q, k_proj_weight=w_k, v_proj_weight=w_v,
+    )  # fmt: skip
+    return out.transpose(0, 1)  # (B, T, C)
+
+
 @pytest.mark.parametrize(
-    "exercise_id, fn", [("02.1", _peer_weights), ("02.2", _peer_sdpa), ("02.3", _peer_mask)]
+    "exercise_id, fn",
+    [("02.1", _peer_weights), ("02.2", _peer_sdpa), ("02.3", _peer_mask), ("02.4", _peer_cross)],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)
@@ -58,7 +71,7 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 
 def test_each_exercise_knows_at_least_three_mistakes() -> None:
-    assert set(EXERCISES) == {"02.1", "02.2", "02.3"}
+    assert set(EXERCISES) == {"02.1", "02.2", "02.3", "02.4"}
     for exercise in EXERCISES.values():
         assert len(exercise.mistakes) >= 3 and len(exercise.hints) >= 2
 

@@ -92,3 +92,37 @@ def test_pre_and_post_norm_references_differ_on_the_cases() -> None:
         pre = EXERCISES["08.2"].reference(*case.args)
         post = EXERCISES["08.3"].reference(*case.args)
         assert (pre - post).abs().max() > 0.1
+
+
+def _gpt2_block_by_transformers(x, *args):
+    """Hugging Face's own GPT2Block (eager attention, eval mode) with the case's weights loaded by name."""
+    modeling = pytest.importorskip("transformers.models.gpt2.modeling_gpt2")
+    from transformers import GPT2Config
+
+    *weights, num_heads = args
+    C, hidden = weights[8].shape  # mlp.c_fc.weight (C, hidden)
+    config = GPT2Config(n_embd=C, n_head=num_heads, n_inner=hidden, attn_implementation="eager")
+    block = modeling.GPT2Block(config, layer_idx=0).eval()
+    block.load_state_dict(dict(zip(block.state_dict(), weights, strict=True)))  # HF's key order
+    T = x.shape[1]
+    # A GPT2Block on its own gets its causal mask from GPT2Model: pass it as an additive (1, 1, T, T) mask.
+    future = torch.full((T, T), float("-inf")).triu(1)[None, None]
+    with torch.no_grad():
+        return block(x, attention_mask=future)
+
+
+def test_transformers_own_gpt2_block_passes_exercise_08_5() -> None:
+    """The production peer: transformers.GPT2Block itself, given the weights, is a right answer."""
+    pytest.importorskip("transformers")
+    result = check("08.5", _gpt2_block_by_transformers)
+    assert result.status is Status.PASS, result
+
+
+def test_the_gpt2_block_cases_are_not_causal_by_accident() -> None:
+    # Dropping the causal mask must change every case's output, or the check could not name that slip.
+    exercise = get_exercise("08.5")
+    for case in make_cases(exercise, 0):
+        full = exercise.reference(*case.args)
+        x, *rest = case.args
+        assert (full[:, :-1] - exercise.reference(x[:, :-1], *rest)).abs().max() < 1e-5  # no future leaks
+        assert (full - exercise.mistakes[0].fn(*case.args)).abs().max() > 1e-3

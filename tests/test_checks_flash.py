@@ -102,3 +102,31 @@ def test_a_per_block_softmax_written_differently_is_still_recognised() -> None:
 def test_upside_down_rescale_is_nan_from_the_first_block() -> None:
     result = check("12.1", EXERCISES["12.1"].mistakes[1].fn)
     assert "NaN" in result.message
+
+
+# 12.6: PyTorch's own backward pass, autograd through F.scaled_dot_product_attention, is the peer.
+
+
+def _backward_from_torch_autograd(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, block_k=16):
+    T, S = q.shape[-2], k.shape[-2]
+    visible = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T) if is_causal else None  # bottom-right
+    with torch.enable_grad():  # check() calls the function under no_grad
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        F.scaled_dot_product_attention(q, k, v, attn_mask=visible).backward(grad_out)
+    return torch.cat([q.grad, k.grad, v.grad], dim=-2)  # (..., T + 2S, D)
+
+
+def test_torch_autograd_of_sdpa_passes_the_backward_check() -> None:
+    result = check("12.6", _backward_from_torch_autograd)
+    assert result.status is Status.PASS, result
+
+
+def test_backward_cases_cover_the_hard_inputs() -> None:
+    # T != S both ways, causal with T < S (bottom-right), tiles that divide neither length, a batch > 1,
+    # and rows longer than one key tile (so that a D summed per tile differs from the row's).
+    cases = make_cases(get_exercise("12.6"), 0)
+    shapes = [(c.args[0].shape, c.args[1].shape[-2], c.kwargs) for c in cases]
+    assert any(q[-2] > S for q, S, _ in shapes) and any(q[-2] < S for q, S, _ in shapes)
+    assert any(kw["is_causal"] and q[-2] < S for q, S, kw in shapes)
+    assert any(q[-2] % kw["block_q"] and S % kw["block_k"] for q, S, kw in shapes)
+    assert any(q[0] > 1 for q, _, _ in shapes) and all(S > kw["block_k"] for _, S, kw in shapes)

@@ -74,3 +74,45 @@ def test_the_probabilities_of_the_references_sum_to_one_on_their_support() -> No
 def test_a_float_size_gets_a_dtype_message() -> None:
     result = check("10.2", lambda *columns: EXERCISES["10.2"].reference(*columns).double())
     assert result.status is Status.FAIL and "int64" in result.message
+
+
+# 10.5: the peer is PyTorch's own attention, F.scaled_dot_product_attention.
+
+
+def _split(x, H):
+    B, T, C = x.shape
+    return x.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+
+
+def _merge(x):
+    B, H, T, D = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, C)
+
+
+def _decode_step_with_torch_sdpa(x, k_cache, v_cache, w_q, w_k, w_v, w_o, num_heads):
+    q, k, v = (_split(x @ w.T, num_heads) for w in (w_q, w_k, w_v))  # (B, H, 1, D) each
+    k, v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)  # (B, H, S + 1, D)
+    return _merge(torch.nn.functional.scaled_dot_product_attention(q, k, v)) @ w_o.T  # (B, 1, C)
+
+
+def test_torch_sdpa_decoding_step_passes() -> None:
+    result = check("10.5", _decode_step_with_torch_sdpa)
+    assert result.status is Status.PASS, result
+
+
+def test_decoding_step_equals_the_last_row_of_the_full_causal_forward() -> None:
+    g = torch.Generator().manual_seed(1)
+    B, S, C, H = 2, 8, 15, 5
+    w_q, w_k, w_v, w_o = (torch.randn(C, C, generator=g) / C**0.5 for _ in range(4))
+    tokens = torch.randn(B, S + 1, C, generator=g)  # (B, S + 1, C): the prefix, then the new token
+    q, k, v = (_split(tokens @ w.T, H) for w in (w_q, w_k, w_v))  # (B, H, S + 1, D)
+    full = _merge(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)) @ w_o.T
+    step = get_exercise("10.5").reference(tokens[:, -1:], k[:, :, :S], v[:, :, :S], w_q, w_k, w_v, w_o, H)
+    torch.testing.assert_close(step, full[:, -1:], atol=1e-5, rtol=1e-4)
+
+
+def test_decoding_cases_cover_the_hard_inputs() -> None:
+    cases = make_cases(get_exercise("10.5"), 0)
+    assert any(c.args[0].shape[0] > 1 for c in cases)  # a batch
+    assert any(c.args[1].shape[2] == 1 for c in cases)  # one cached token
+    assert any(c.args[-1] % 2 == 1 and c.args[-1] > 1 for c in cases)  # odd head counts

@@ -10,7 +10,7 @@ from torch import nn
 from attn_edu.grading import Status, check
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("05.1", "05.2", "05.3", "05.4")
+IDS = ("05.1", "05.2", "05.3", "05.4", "05.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -47,6 +47,17 @@ def _mha_with_torch(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None)
     return layer.eval()(query, key, value, attn_mask=attn_mask, need_weights=False)[0]
 
 
+def _torch_mha_self(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads):
+    # The production peer itself: nn.MultiheadAttention with the given parameters loaded into it.
+    layer = nn.MultiheadAttention(x.shape[-1], num_heads, batch_first=True)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(in_proj_weight)
+        layer.in_proj_bias.copy_(in_proj_bias)
+        layer.out_proj.weight.copy_(out_proj_weight)
+        layer.out_proj.bias.copy_(out_proj_bias)
+        return layer.eval()(x, x, x, need_weights=False)[0]
+
+
 def _repeat_by_index(x, n_rep):
     H = x.shape[1] * n_rep
     return x[:, torch.arange(H) // n_rep]  # query head h reads kv head h // n_rep
@@ -59,6 +70,7 @@ def _repeat_by_index(x, n_rep):
         ("05.2", _merge_by_cat),
         ("05.3", _mha_with_torch),
         ("05.4", _repeat_by_index),
+        ("05.5", _torch_mha_self),
     ],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:

@@ -68,3 +68,44 @@ def test_cases_cover_t_not_equal_s_and_odd_head_counts() -> None:
 def test_a_float_bucket_table_is_refused() -> None:
     result = check("06.3", lambda rel, **kw: EXERCISES["06.3"].reference(rel, **kw).float())
     assert result.status is Status.FAIL and "dtype" in result.message
+
+
+def _shaw_by_loops(q, k, v, key_table, value_table, max_distance, is_causal):
+    """Shaw et al.'s equations 3-6 one query and one key at a time: no einsum, no broadcasting tricks."""
+    B, H, T, D = q.shape
+    S = k.shape[-2]
+    out = torch.zeros(B, H, T, v.shape[-1])
+    for b in range(B):
+        for h in range(H):
+            for t in range(T):
+                query_pos = S - T + t  # the queries are the last T of the S positions
+                scores, keys = [], []
+                for s in range(S):
+                    if is_causal and s > query_pos:
+                        continue
+                    row = max(-max_distance, min(max_distance, s - query_pos)) + max_distance
+                    scores.append(torch.dot(q[b, h, t], k[b, h, s] + key_table[row]) / math.sqrt(D))
+                    keys.append((s, row))
+                weights = torch.softmax(torch.stack(scores), dim=0)
+                for w, (s, row) in zip(weights, keys, strict=True):
+                    out[b, h, t] += w * (v[b, h, s] + value_table[row])
+    return out
+
+
+def test_shaw_attention_written_as_loops_passes_exercise_06_4() -> None:
+    """There is no torch module for Shaw's attention: the paper's equations, written as plain loops, pass."""
+    result = check("06.4", _shaw_by_loops)
+    assert result.status is Status.PASS, result
+
+
+def test_the_shaw_cases_clip_distances_on_both_sides() -> None:
+    # A slip in the clipping or the alignment only shows where distances pass -k and +k and where T != S.
+    cases = make_cases(get_exercise("06.4"), 0)
+    clipped_both_ways = False
+    for case in cases:
+        q, k, *_, max_distance, _ = case.args
+        T, S = q.shape[-2], k.shape[-2]
+        distance = torch.arange(S)[None, :] - (torch.arange(T)[:, None] + S - T)  # (T, S)
+        clipped_both_ways |= bool(distance.min() < -max_distance and distance.max() > max_distance)
+    assert clipped_both_ways
+    assert any(case.args[0].shape[-2] != case.args[1].shape[-2] for case in cases)

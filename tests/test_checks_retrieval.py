@@ -12,11 +12,12 @@ from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("01.1", "01.2", "01.3")
+IDS = ("01.1", "01.2", "01.3", "01.4")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
 # Independent correct versions: loops, einsum and log-sum-exp, not the references' code.
+# (Additive attention has no PyTorch module; its peer is an explicit loop over queries and keys.)
 
 
 def _soft_lookup_by_loop(query, keys, values, temperature=1.0):
@@ -38,8 +39,30 @@ def _pool_with_torch(query, keys, values):
     return torch.nn.functional.scaled_dot_product_attention(query, keys, values)
 
 
+def _additive_by_loop(query, keys, values, w_q, w_k, v):
+    # Bahdanau's e_ts = v · tanh(W_q q_t + W_k k_s), one (query, key) pair at a time
+    lead = query.shape[:-2]
+    q, k, val = (
+        query.reshape(-1, *query.shape[-2:]),
+        keys.reshape(-1, *keys.shape[-2:]),
+        values.reshape(-1, *values.shape[-2:]),
+    )
+    out = torch.empty(q.shape[0], q.shape[1], val.shape[-1])
+    for b in range(q.shape[0]):
+        for t in range(q.shape[1]):
+            scores = torch.stack([v @ torch.tanh(w_q @ q[b, t] + w_k @ k[b, s]) for s in range(k.shape[1])])
+            out[b, t] = torch.softmax(scores, dim=0) @ val[b]
+    return out.reshape(*lead, *out.shape[-2:])
+
+
 @pytest.mark.parametrize(
-    "exercise_id, fn", [("01.1", _soft_lookup_by_loop), ("01.2", _nw_by_loop), ("01.3", _pool_with_torch)]
+    "exercise_id, fn",
+    [
+        ("01.1", _soft_lookup_by_loop),
+        ("01.2", _nw_by_loop),
+        ("01.3", _pool_with_torch),
+        ("01.4", _additive_by_loop),
+    ],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)

@@ -68,3 +68,42 @@ def test_offset_score_really_is_the_score_at_absolute_positions() -> None:
     q_rot = apply_rope(q[:, None, :], (n + delta)[:, None])[:, 0]
     k_rot = apply_rope(k[:, None, :], n[:, None])[:, 0]
     torch.testing.assert_close((q_rot * k_rot).sum(-1), exercise.reference(q, k, delta), atol=1e-4, rtol=1e-4)
+
+
+# 07.4: Hugging Face's own "yarn" rope init function is the peer.
+
+
+def _yarn_from_transformers(
+    head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0
+):
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = LlamaConfig(
+        hidden_size=head_dim * 4,
+        num_attention_heads=4,  # head_dim = hidden_size / num_attention_heads
+        rope_theta=base,
+        max_position_embeddings=int(original_max_positions * factor),
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": factor,
+            "original_max_position_embeddings": original_max_positions,
+            "beta_fast": beta_fast,
+            "beta_slow": beta_slow,
+        },
+    )
+    inv_freq, _attention_factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    return inv_freq  # (D/2,)
+
+
+def test_transformers_yarn_init_passes_the_yarn_check() -> None:
+    pytest.importorskip("transformers")
+    result = check("07.4", _yarn_from_transformers)
+    assert result.status is Status.PASS, result
+
+
+def test_yarn_cases_cover_the_hard_inputs() -> None:
+    cases = make_cases(get_exercise("07.4"), 0)
+    assert any(c.args[0] & (c.args[0] - 1) for c in cases)  # a head_dim that is not a power of two
+    assert any(c.args[2] & (c.args[2] - 1) for c in cases)  # a context that is not a power of two
+    assert any("beta_fast" in c.kwargs for c in cases) and any("base" in c.kwargs for c in cases)

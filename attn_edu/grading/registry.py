@@ -16,6 +16,7 @@ from attn_edu.grading.checks import (
     blocks,
     efficient,
     flash,
+    gpt2,
     interp,
     kv_cache,
     masks,
@@ -25,6 +26,7 @@ from attn_edu.grading.checks import (
     rope,
     scaling,
     start,
+    triton_kernels,
 )
 from attn_edu.grading.exercise import Exercise, Question
 
@@ -38,10 +40,12 @@ CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (th
     positional,
     rope,
     blocks,
+    gpt2,
     architectures,
     kv_cache,
     efficient,
     flash,
+    triton_kernels,
     interp,
 )
 

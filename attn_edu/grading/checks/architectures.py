@@ -6,7 +6,8 @@
 - 09.3 T5's encoder input: one sentinel per hidden span, numbered ``<extra_id_0>, <extra_id_1>, ...``
   = ``sentinel_start_id, sentinel_start_id − 1, ...``, against
   :func:`attn_edu.objectives.replace_spans_with_sentinels` (what :func:`~attn_edu.objectives.span_corruption` uses);
-- 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`.
+- 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`;
+(09.5, a tiny GPT-2's logits from Hugging Face's weights, is in :mod:`attn_edu.grading.checks.gpt2`.)
 
 The known-wrong versions are the usual slips: masking ``[CLS]``, always using ``[MASK]``, scoring every
 position; no shift or a shift the wrong way; sentinels counting up or one per token; a tied head counted

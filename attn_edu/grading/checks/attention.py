@@ -1,4 +1,5 @@
-"""Checks for notebook 02's exercises: attention weights, scaled dot-product attention, a causal + padding mask.
+"""Checks for notebook 02's exercises: attention weights, scaled dot-product attention, a causal + padding mask,
+and single-head cross-attention from four raw projection matrices (matched with ``nn.MultiheadAttention``).
 
 Each exercise is compared with :mod:`attn_edu.attention` / :mod:`attn_edu.masks` on random cases with
 ``T != S``, sizes that are not powers of two and odd head counts, and each lists the mistakes learners
@@ -13,6 +14,7 @@ import torch
 
 from attn_edu import attention, masks
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
 # Random inputs
@@ -380,7 +382,91 @@ CAUSAL_PADDING = Exercise(
 )
 
 
-EXERCISES = (WEIGHTS, SDPA, CAUSAL_PADDING)
+# ---------------------------------------------------------------------------------------------------------
+# 02.4 single-head cross-attention from raw projection weights
+
+
+def _cross_case(g: torch.Generator, B: int, T: int, S: int, C: int, C_ctx: int) -> Case:
+    args = (
+        _randn(g, B, T, C),  # x: the queries' sequence
+        _randn(g, B, S, C_ctx),  # context: the keys' and values' sequence
+        _randn(g, C, C) / math.sqrt(C),  # w_q (out, in) like nn.Linear
+        _randn(g, C, C_ctx) / math.sqrt(C_ctx),  # w_k
+        _randn(g, C, C_ctx) / math.sqrt(C_ctx),  # w_v
+        _randn(g, C, C) / math.sqrt(C),  # w_o
+    )
+    return Case(args)
+
+
+def _cross_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _cross_case(g, 2, 5, 7, 6, 10),  # context wider than x
+        _cross_case(g, 1, 6, 3, 9, 5),  # fewer keys than queries, context narrower
+        _cross_case(g, 3, 4, 9, 7, 7),  # same widths, T != S
+        _cross_case(g, 2, 1, 6, 5, 11),  # a single query
+        _cross_case(g, 1, 8, 8, 3, 12),  # T == S, but the widths differ
+    ]
+
+
+def _cross_reference(x, context, w_q, w_k, w_v, w_o):
+    C, C_ctx = x.shape[-1], context.shape[-1]
+    layer = MultiHeadAttention(C, 1, bias=False, kdim=C_ctx, vdim=C_ctx)
+    with torch.no_grad():
+        for proj, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.out_proj, w_o)]:
+            proj.weight.copy_(w)
+        return layer(x, context)  # (B, T, C)
+
+
+def _cross_variant(x, context, w_q, w_k, w_v, w_o, *, scale=None, softmax_dim=-1, out=True):
+    """Cross-attention with one piece swapped for a wrong one (the known mistakes below)."""
+    q, k, v = x @ w_q.T, context @ w_k.T, context @ w_v.T  # (B, T, C), (B, S, C), (B, S, C)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=softmax_dim)  # (B, T, S)
+    heads = weights @ v  # (B, T, C)
+    return heads @ w_o.T if out else heads
+
+
+CROSS = Exercise(
+    exercise_id="02.4",
+    title="single-head cross-attention: queries from x, keys and values from context, then W^O",
+    function_name="cross_attention",
+    arg_names=("x", "context", "w_q", "w_k", "w_v", "w_o"),
+    reference=_cross_reference,
+    make_cases=_cross_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _cross_variant(*a, out=False),
+            "W^O is missing: the attended values still go through the output projection, @ w_o.T.",
+        ),
+        Mistake(
+            lambda *a: _cross_variant(*a, scale=1.0),
+            "the scores are not scaled: divide q kᵀ by sqrt(C), the width of the projected queries (one "
+            "head, so D = C).",
+        ),
+        Mistake(
+            lambda *a: _cross_variant(*a, scale=1.0 / math.sqrt(a[1].shape[-1])),
+            "the scores are divided by the square root of the context's width; the dot product runs over "
+            "the projected queries and keys, C numbers each (one head, so D = C): divide by sqrt(C).",
+        ),
+        Mistake(
+            lambda *a: _cross_variant(*a, softmax_dim=-2),
+            "the softmax runs over the queries (dim -2): each query's weights over the S context tokens "
+            "must sum to 1, so softmax over the last dim.",
+        ),
+    ),
+    hints=(
+        "the weights follow nn.Linear, (out_features, in_features): a projection is t @ w.T. Queries come "
+        "from x, keys and values from context.",
+        "project first: q (B, T, C), k and v (B, S, C); then one head of scaled dot-product attention, "
+        "softmax over the S keys of q kᵀ / sqrt(C).",
+        "the weighted sum of the values is (B, T, C); the output projection w_o is the last step.",
+    ),
+    difficulty=2,
+    minutes=10,
+)
+
+
+EXERCISES = (WEIGHTS, SDPA, CAUSAL_PADDING, CROSS)
 
 
 # ---------------------------------------------------------------------------------------------------------

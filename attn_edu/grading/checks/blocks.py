@@ -1,4 +1,5 @@
-"""Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN.
+"""Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN (the whole
+GPT-2 block of exercise 08.5 is in :mod:`attn_edu.grading.checks.gpt2`).
 
 Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
 counts, inputs with a mean and a scale far from 0 and 1) and compares it with :mod:`attn_edu.blocks`.
@@ -18,7 +19,13 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_positive_int
-from attn_edu.blocks import FeedForward, PostNormEncoderBlock, PreNormEncoderBlock, RMSNorm, SwiGLUFeedForward
+from attn_edu.blocks import (
+    FeedForward,
+    PostNormEncoderBlock,
+    PreNormEncoderBlock,
+    RMSNorm,
+    SwiGLUFeedForward,
+)
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 from attn_edu.multihead import MultiHeadAttention
 

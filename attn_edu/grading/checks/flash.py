@@ -1,5 +1,5 @@
 """Checks for notebook 12's exercises: the online softmax update, a tiled attention forward, the log-sum-exp,
-and two Triton kernels (a row softmax; a row's log-sum-exp streamed over blocks).
+two Triton kernels (a row softmax; a row's log-sum-exp streamed over blocks) and the tiled backward pass.
 
 The references are :func:`attn_edu.flash.online_softmax` and :func:`attn_edu.flash.tiled_attention`
 (FlashAttention-2, Dao 2023, Algorithm 1), and ``m + log(l)`` for the log-sum-exp the backward pass keeps.
@@ -9,10 +9,10 @@ softmax without its running maximum overflows. The known-wrong versions are the 
 algorithm invites: a sum that is not rescaled when the maximum grows, a rescale factor upside down, each
 block normalised on its own, NaN for a query that sees nothing, ``exp(m)`` overflowing, ``log2`` for ``log``.
 
-The Triton exercises (12.4, 12.5) grade a given launcher that runs the learner's ``@triton.jit`` kernel, in
-Triton's interpreter on CPU tensors (the exercise notebook and the grading command's worker set
-``TRITON_INTERPRET=1``). Their known-wrong versions are written in torch, lane for lane: masked lanes loaded as
-0 instead of -inf, a sum that is never divided by, an old sum not rescaled when the maximum grows.
+The backward pass (12.6) is graded against :func:`attn_edu.flash.tiled_attention_backward` (Algorithm 2); its
+three gradients come back as one tensor, ``torch.cat([dq, dk, dv], dim=-2)`` of shape ``(..., T + 2S, D)``
+(the cases keep ``Dv == D``). Its known-wrong versions: the scale left out of dQ and dK, ``D`` summed over
+one tile instead of the whole row, ``D`` left out, and a top-left causal mask.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from attn_edu import attention, flash
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu import flash
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 
 NEG_INF = float("-inf")
 
@@ -134,7 +134,7 @@ def _tiled_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _tiled_variant(
+def tiled_variant(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -184,7 +184,7 @@ def _tiled_variant(
 
 def _mistake(how: str):  # noqa: ANN202
     def wrong(q, k, v, is_causal=False, block_q=16, block_k=16):  # noqa: ANN001, ANN202
-        return _tiled_variant(q, k, v, is_causal, block_q, block_k, how=how)
+        return tiled_variant(q, k, v, is_causal, block_q, block_k, how=how)
 
     return wrong
 
@@ -256,7 +256,7 @@ TILED_FORWARD = Exercise(
 # 12.3 log-sum-exp from the running statistics
 
 
-def _running_stats(scores: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def running_stats(scores: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(m, l) after the last block of the online softmax: what the forward pass ends with."""
     stats = list(flash.online_softmax_steps(scores, block_size))
     return stats[-1]
@@ -267,10 +267,10 @@ def _lse_cases(g: torch.Generator) -> list[Case]:
     hidden[0, 1, 2] = NEG_INF  # a query that sees no key: m = -inf, l = 0
     hidden[1, :, 0, 3:] = NEG_INF  # partly hidden rows
     return [
-        Case(_running_stats(_randn(g, 2, 3, 5, 7), 3)),
-        Case(_running_stats(hidden, 4)),
-        Case(_running_stats(_randn(g, 9, std=3.0), 2)),
-        Case(_running_stats(_randn(g, 1, 5, 6, 11, std=20.0) + 100.0, 4)),  # m near 100: exp(m) overflows
+        Case(running_stats(_randn(g, 2, 3, 5, 7), 3)),
+        Case(running_stats(hidden, 4)),
+        Case(running_stats(_randn(g, 9, std=3.0), 2)),
+        Case(running_stats(_randn(g, 1, 5, 6, 11, std=20.0) + 100.0, 4)),  # m near 100: exp(m) overflows
     ]
 
 
@@ -309,130 +309,116 @@ LOGSUMEXP = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 12.4 a row-softmax kernel in Triton, 12.5 a row's log-sum-exp streamed over blocks in Triton
-
-LSE_BLOCK = 16  # the block width the 12.5 launcher uses: every row but the shortest spans several blocks
+# 12.6 the tiled backward pass (FlashAttention-2, Algorithm 2)
 
 
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
+def _backward_case(
+    g: torch.Generator, B: int, H: int, T: int, S: int, D: int, is_causal: bool, bq: int, bk: int
+):  # noqa: ANN202
+    q, k, v = _randn(g, B, H, T, D), _randn(g, B, H, S, D), _randn(g, B, H, S, D)
+    out, lse = flash.tiled_attention_forward(q, k, v, is_causal=is_causal)  # what the forward saved
+    grad_out = _randn(g, B, H, T, D)  # dO, the gradient of the loss with respect to the output
+    return Case((q, k, v, out, lse, grad_out), {"is_causal": is_causal, "block_q": bq, "block_k": bk})
 
 
-def _rows_cases(g: torch.Generator) -> list[Case]:
+def _backward_cases(g: torch.Generator) -> list[Case]:
     return [
-        Case((_randn(g, 3, 5, std=2.0),)),  # a row shorter than one block
-        Case((_randn(g, 4, 37, std=2.0),)),  # 37 columns in a block of 64 (12.4) or three of 16 (12.5)
-        Case((_randn(g, 2, 48, std=2.0),)),  # a whole number of 16-wide blocks
-        Case((_randn(g, 5, 100, std=3.0),)),
-        Case((_randn(g, 2, 50, std=30.0) + 100.0,), group="large scores"),  # exp(x) overflows float32
+        _backward_case(g, 2, 3, 7, 11, 6, False, 3, 4),  # T < S, tiles that do not divide the lengths
+        _backward_case(g, 1, 2, 13, 9, 5, False, 4, 3),  # T > S
+        _backward_case(g, 2, 1, 10, 10, 8, True, 4, 3),  # causal self-attention
+        _backward_case(g, 3, 3, 5, 12, 7, True, 2, 5),  # causal, T < S: query t sits at S - T + t
     ]
 
 
-def _padded(x: torch.Tensor, width: int, fill: float) -> torch.Tensor:
-    """``x (R, N)`` with columns of ``fill`` up to ``width``: what a load with ``other=fill`` sees."""
-    return torch.cat([x, x.new_full((x.shape[0], width - x.shape[1]), fill)], dim=-1)
+def _backward_reference(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, block_k=16):  # noqa: ANN001, ANN202
+    dq, dk, dv = flash.tiled_attention_backward(
+        q, k, v, out, lse, grad_out, is_causal=is_causal, block_q=block_q, block_k=block_k
+    )
+    return torch.cat([dq, dk, dv], dim=-2)  # (..., T + 2S, D)
 
 
-def _softmax_with_zero_lanes(x: torch.Tensor) -> torch.Tensor:
-    lanes = _padded(x, _next_power_of_2(x.shape[-1]), 0.0)  # (R, BLOCK)
-    e = torch.exp(lanes - lanes.amax(dim=-1, keepdim=True))
-    return (e / e.sum(dim=-1, keepdim=True))[:, : x.shape[-1]]
+def _backward_variant(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, block_k=16, *, how: str):  # noqa: ANN001, ANN202
+    """The tiled backward with one known slip (``how``), in plain torch."""
+    T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1 / math.sqrt(D)
+    grad_scale = 1.0 if how == "no_scale" else scale
+    offset = 0 if how == "top_left" else S - T
+    delta = (grad_out * out).sum(dim=-1)  # (..., T)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for k0 in range(0, S, block_k):
+        k1 = min(k0 + block_k, S)
+        cols = torch.arange(k0, k1)
+        for q0 in range(0, T, block_q):
+            q1 = min(q0 + block_q, T)
+            rows = torch.arange(q0, q1)
+            scores = q[..., q0:q1, :] @ k[..., k0:k1, :].transpose(-2, -1) * scale  # (..., bq, bk)
+            if is_causal:
+                scores = scores.masked_fill(cols[None, :] > rows[:, None] + offset, NEG_INF)
+            p = torch.exp(scores - lse[..., q0:q1, None])  # (..., bq, bk)
+            dp = grad_out[..., q0:q1, :] @ v[..., k0:k1, :].transpose(-2, -1)  # (..., bq, bk)
+            if how == "tile_delta":
+                d = (p * dp).sum(dim=-1)  # rowsum over this tile's keys only
+            elif how == "no_delta":
+                d = torch.zeros_like(delta[..., q0:q1])
+            else:
+                d = delta[..., q0:q1]
+            ds = p * (dp - d[..., None])  # (..., bq, bk)
+            dv[..., k0:k1, :] += p.transpose(-2, -1) @ grad_out[..., q0:q1, :]
+            dq[..., q0:q1, :] += ds @ k[..., k0:k1, :] * grad_scale
+            dk[..., k0:k1, :] += ds.transpose(-2, -1) @ q[..., q0:q1, :] * grad_scale
+    return torch.cat([dq, dk, dv], dim=-2)  # (..., T + 2S, D)
 
 
-SOFTMAX_KERNEL = Exercise(
-    exercise_id="12.4",
-    title="a Triton kernel that writes the softmax of one row per program, masking the lanes past n_cols",
-    function_name="softmax_rows",
-    arg_names=("x",),
-    reference=lambda x: attention.masked_softmax(x),
-    make_cases=_rows_cases,
+def _backward_mistake(how: str):  # noqa: ANN202
+    def wrong(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, block_k=16):  # noqa: ANN001, ANN202
+        return _backward_variant(q, k, v, out, lse, grad_out, is_causal, block_q, block_k, how=how)
+
+    return wrong
+
+
+TILED_BACKWARD = Exercise(
+    exercise_id="12.6",
+    title="the tiled backward pass: dQ, dK, dV one tile at a time from P = exp(scores - lse) and D = rowsum(dO ∘ O)",
+    function_name="attention_backward",
+    arg_names=("q", "k", "v", "out", "lse", "grad_out"),
+    reference=_backward_reference,
+    make_cases=_backward_cases,
     mistakes=(
         Mistake(
-            _softmax_with_zero_lanes,
-            "the lanes past n_cols were loaded as 0 and count in the max and the sum: load them with "
-            "other=float('-inf') (exp(-inf) = 0), or mask them out of both.",
+            _backward_mistake("no_scale"),
+            "dQ and dK are missing the scale: the scores are (q kᵀ) · scale, so by the chain rule "
+            "dQ += dS K · scale and dK += dSᵀ Q · scale (dV has no scale: it comes from P, not from the scores).",
         ),
         Mistake(
-            lambda x: torch.exp(x - x.amax(dim=-1, keepdim=True)),
-            "the row is not normalised: divide exp(x - max) by its sum over the row (tl.sum(..., axis=0)).",
+            _backward_mistake("tile_delta"),
+            "D is summed over one tile's keys: the softmax backward needs rowsum(P ∘ dP) over the *whole* row, "
+            "which no single tile holds. Compute D = rowsum(dO ∘ O) once per query, before the loops.",
         ),
-    ),
-    properties=(
-        Property(
-            "large scores",
-            "scores near 100 overflow exp() in float32 (it ends near exp(88)) and inf / inf is NaN: subtract "
-            "the row's maximum (tl.max(x, axis=0)) before the exponential.",
+        Mistake(
+            _backward_mistake("no_delta"),
+            "D is missing: the softmax backward is dS = P ∘ (dP - D), D = rowsum(dO ∘ O) per query; "
+            "dS = P ∘ dP forgets that the weights of a row must keep summing to 1.",
+        ),
+        Mistake(
+            _backward_mistake("top_left"),
+            "the causal mask is aligned top-left (query t sees keys 0..t); with S keys query t sits at "
+            "position S - T + t, as in the forward: hide key s when s > t + (S - T).",
         ),
     ),
     hints=(
-        "one program per row: tl.program_id(0) is the row, tl.arange(0, BLOCK) the column offsets, and the "
-        "row starts at x_ptr + row * row_stride.",
-        "lanes past n_cols must count for nothing: load with a mask and a fill value whose exponential is 0, "
-        "and store with the same mask (a store without it writes past the row).",
-        "on the loaded vector, the three steps of a safe softmax: subtract its maximum (a reduction over "
-        "axis 0), exponentiate, divide by the sum.",
-    ),
-    difficulty=2,
-    minutes=15,
-)
-
-
-def _streamed_lse(x: torch.Tensor, rescale: bool, fill: float) -> torch.Tensor:
-    """The 12.5 kernel's loop in torch; ``rescale=False`` or ``fill=0`` are the mistakes."""
-    N = x.shape[-1]
-    lanes = _padded(x, math.ceil(N / LSE_BLOCK) * LSE_BLOCK, fill)  # (R, blocks * BLOCK)
-    m = torch.full((x.shape[0],), NEG_INF)
-    l = torch.zeros(x.shape[0])  # noqa: E741 - the paper's name
-    for start in range(0, N, LSE_BLOCK):
-        block = lanes[:, start : start + LSE_BLOCK]  # (R, BLOCK)
-        m_new = torch.maximum(m, block.amax(dim=-1))
-        alpha = torch.exp(m - m_new) if rescale else torch.ones_like(m)
-        l = l * alpha + torch.exp(block - m_new[:, None]).sum(dim=-1)  # noqa: E741
-        m = m_new
-    return m + torch.log(l)
-
-
-LSE_KERNEL = Exercise(
-    exercise_id="12.5",
-    title="a Triton kernel that streams one row per program in blocks, keeping the running max and sum",
-    function_name="row_logsumexp",
-    arg_names=("x",),
-    reference=lambda x: flash.logsumexp_from_stats(*_running_stats(x, LSE_BLOCK)),
-    make_cases=_rows_cases,
-    mistakes=(
-        Mistake(
-            lambda x: _streamed_lse(x, rescale=False, fill=NEG_INF),
-            "the running sum is not rescaled when the maximum grows: the old terms were exp(x - m_old), so "
-            "multiply l by exp(m_old - m_new) before adding the new block.",
-        ),
-        Mistake(
-            lambda x: _streamed_lse(x, rescale=True, fill=0.0),
-            "the lanes past n_cols in the last block were loaded as 0 and add exp(0 - m) to the sum: load "
-            "them with other=float('-inf').",
-        ),
-    ),
-    properties=(
-        Property(
-            "large scores",
-            "scores near 100 overflow exp() in float32: keep the running maximum m and sum exp(x - m), then "
-            "add m back at the end (exercise 12.3).",
-        ),
-    ),
-    hints=(
-        "keep two running numbers for the row, m (from -inf) and l (from 0), and visit the row in chunks of "
-        "BLOCK columns with a for loop over range(0, n_cols, BLOCK).",
-        "each chunk: load it masked, with a fill whose exponential is 0; the new maximum is the larger of m "
-        "and the chunk's; l was measured against the old maximum, so scale it by exp(old - new) before the "
-        "chunk's terms are added.",
-        "after the loop, the row's log-sum-exp comes from m and l as in exercise 12.3; each program stores "
-        "one number, at lse_ptr + row.",
+        "first, before any loop, one number per query: the row sum of grad_out times out. Then, per tile, "
+        "recompute the forward's weights from the scores and the saved lse: no running maximum is needed.",
+        "per tile, with P the recomputed weights: dV gets Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - D); dQ gets "
+        "dS K and dK gets dSᵀ Q, both times the softmax scale (the scores were scaled).",
+        "mask the tile's scores exactly as the forward did (bottom-right) before the exponential, so masked "
+        "pairs get weight 0; add each tile's part into the rows and columns of dq, dk and dv that it covers.",
     ),
     difficulty=3,
-    minutes=25,
+    minutes=30,
 )
 
 
-EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, SOFTMAX_KERNEL, LSE_KERNEL)
+EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, TILED_BACKWARD)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,15 +6,24 @@ versions below are the usual slips: concatenating along the wrong dimension or o
 forgetting that K *and* V are stored or counting query heads instead of key/value heads, keeping one
 token too many, renormalising over the whole vocabulary, dropping the token that crosses ``p``, sorting
 the wrong way round.
+
+The decoding step (10.5) is graded against :class:`attn_edu.multihead.MultiHeadAttention` (no biases) run with
+a :class:`attn_edu.kv_cache.KVCacheLayer` holding the given cache; each case's cache is the projection of a
+real prefix, so the step must equal the last row of the causal forward over all ``S + 1`` tokens. Its
+known-wrong versions: the new token left out of the cache, a top-left causal mask that lets the one query see
+key 0 only, the scale ``1/sqrt(C)``, and weights used untransposed.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from attn_edu.generation import top_k_filter, top_p_filter
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
 from attn_edu.kv_cache import MODEL_SHAPES, KVCacheLayer, kv_cache_bytes
+from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
 
 # ---------------------------------------------------------------------------------------------------------
 # 10.1 append new keys (or values) to a layer's cache
@@ -335,7 +344,106 @@ TOP_P = Exercise(
 )
 
 
-EXERCISES = (APPEND, BYTES, TOP_K, TOP_P)
+# ---------------------------------------------------------------------------------------------------------
+# 10.5 one decoding step of a causal attention layer with a KV cache
+
+
+def _decode_case(g: torch.Generator, B: int, S: int, C: int, H: int) -> Case:
+    def weight() -> torch.Tensor:
+        return torch.randn(C, C, generator=g) / math.sqrt(C)  # (out, in) like nn.Linear
+
+    w_q, w_k, w_v, w_o = weight(), weight(), weight(), weight()
+    prefix = torch.randn(B, S, C, generator=g)  # the tokens already decoded
+    k_cache = split_heads(prefix @ w_k.T, H)  # (B, H, S, D): what the earlier steps stored
+    v_cache = split_heads(prefix @ w_v.T, H)  # (B, H, S, D)
+    x = torch.randn(B, 1, C, generator=g)  # the new token
+    return Case((x, k_cache, v_cache, w_q, w_k, w_v, w_o, H))
+
+
+def _decode_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _decode_case(g, 2, 6, 12, 3),  # D = 4
+        _decode_case(g, 1, 9, 15, 5),  # D = 3, five heads
+        _decode_case(g, 3, 1, 14, 7),  # one cached token
+        _decode_case(g, 2, 11, 18, 3),  # D = 6
+    ]
+
+
+def _decode_reference(x, k_cache, v_cache, w_q, w_k, w_v, w_o, num_heads):  # noqa: ANN001, ANN202
+    C = x.shape[-1]
+    layer = MultiHeadAttention(C, num_heads, bias=False)
+    with torch.no_grad():
+        for proj, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.out_proj, w_o)]:
+            proj.weight.copy_(w)
+        cache = KVCacheLayer()
+        cache.update(k_cache, v_cache)  # the earlier steps
+        return layer(x, is_causal=True, kv_cache=cache)  # (B, 1, C)
+
+
+def _decode_variant(
+    x, k_cache, v_cache, w_q, w_k, w_v, w_o, num_heads, *, append=True, first_key_only=False, scale_dim=None,
+    transposed=False,
+):  # fmt: skip
+    """The decoding step with one known slip."""
+    proj = (lambda t, w: t @ w) if transposed else (lambda t, w: t @ w.T)
+    q = split_heads(proj(x, w_q), num_heads)  # (B, H, 1, D)
+    k = split_heads(proj(x, w_k), num_heads)  # (B, H, 1, D)
+    v = split_heads(proj(x, w_v), num_heads)  # (B, H, 1, D)
+    if append:
+        k, v = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)  # (B, H, S + 1, D)
+    else:
+        k, v = k_cache, v_cache  # (B, H, S, D): the new token is left out
+    if first_key_only:
+        k, v = k[:, :, :1], v[:, :, :1]  # top-left causal with one query: only key 0 is visible
+    width = q.shape[-1] if scale_dim is None else scale_dim
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(width), dim=-1)  # (B, H, 1, S + 1)
+    return proj(merge_heads(weights @ v), w_o)  # (B, 1, C)
+
+
+DECODE_STEP = Exercise(
+    exercise_id="10.5",
+    title="one decoding step with a KV cache: the new token attends to the cached keys and to itself",
+    function_name="decode_step",
+    arg_names=("x", "k_cache", "v_cache", "w_q", "w_k", "w_v", "w_o", "num_heads"),
+    reference=_decode_reference,
+    make_cases=_decode_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _decode_variant(*a, append=False),
+            "the new token does not see itself: project x to a key and a value too and append them to the "
+            "cache (dim 2) before attending; the last row of a causal forward includes its own position.",
+        ),
+        Mistake(
+            lambda *a: _decode_variant(*a, first_key_only=True),
+            "only the first key is read: that is F.scaled_dot_product_attention(..., is_causal=True) with one "
+            "query, whose mask is aligned top-left (query 0 sees key 0). The newest token sees every key: "
+            "use no mask at all for a single query.",
+        ),
+        Mistake(
+            lambda *a: _decode_variant(*a, scale_dim=a[0].shape[-1]),
+            "the scores are divided by sqrt(C), the model width; each head compares D = C / H numbers, "
+            "so divide by sqrt(D).",
+        ),
+        Mistake(
+            lambda *a: _decode_variant(*a, transposed=True),
+            "the weights are used untransposed: they follow nn.Linear, (out, in), so a projection is "
+            "x @ w.T, not x @ w.",
+        ),
+    ),
+    hints=(
+        "the cache holds keys and values already split into heads; the new token needs its own query, key "
+        "and value, projected the nn.Linear way and split the same way.",
+        "the new key and value join the cache along the token axis; then the one query attends to all "
+        "S + 1 keys. The newest token may see every one of them, so no mask is needed.",
+        "scale the scores by 1 / sqrt(D), D = C / num_heads, take the softmax over the keys, merge the heads "
+        "back to (B, 1, C) and apply w_o.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (APPEND, BYTES, TOP_K, TOP_P, DECODE_STEP)
 
 
 # ---------------------------------------------------------------------------------------------------------

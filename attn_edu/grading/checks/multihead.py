@@ -1,12 +1,14 @@
-"""Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``.
+"""Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``, and
+self-attention from the packed weights of :class:`torch.nn.MultiheadAttention`.
 
 The references are :func:`attn_edu.multihead.split_heads`, :func:`attn_edu.multihead.merge_heads`,
-:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in, no biases) and
+:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in; biases only for 05.5) and
 :func:`attn_edu.multihead.repeat_kv`. Cases use odd head counts, sizes that are not powers of two,
 ``T != S`` and ``T != D`` (so that a transposed result cannot pass by having the right shape). The
 known-wrong versions below are the usual slips: a reshape that cuts tokens instead of channels,
 channels dealt out to heads in turn, transposing the wrong dimensions, a missing ``W^O``, the scale
-``1/sqrt(C)`` instead of ``1/sqrt(D)``, and kv heads tiled instead of repeated in place.
+``1/sqrt(C)`` instead of ``1/sqrt(D)``, kv heads tiled instead of repeated in place, and torch's
+``(out, in)`` weights used untransposed or its biases left out.
 """
 
 from __future__ import annotations
@@ -321,7 +323,112 @@ REPEAT_KV = Exercise(
 )
 
 
-EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV)
+# ---------------------------------------------------------------------------------------------------------
+# 05.5 self-attention from the weights of torch.nn.MultiheadAttention
+
+
+def _torch_mha_case(g: torch.Generator, B: int, T: int, C: int, H: int) -> Case:
+    args = (
+        _randn(g, B, T, C),  # x
+        _randn(g, 3 * C, C) / math.sqrt(C),  # in_proj_weight: rows q, then k, then v
+        _randn(g, 3 * C),  # in_proj_bias
+        _weight(g, C, C),  # out_proj_weight
+        _randn(g, C),  # out_proj_bias
+        H,
+    )
+    return Case(args)
+
+
+def _torch_mha_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _torch_mha_case(g, 2, 5, 12, 3),  # D = 4
+        _torch_mha_case(g, 1, 7, 10, 5),  # D = 2, five heads
+        _torch_mha_case(g, 3, 4, 18, 3),  # D = 6
+        _torch_mha_case(g, 2, 6, 14, 7),  # seven heads
+        _torch_mha_case(g, 1, 3, 9, 1),  # one head
+    ]
+
+
+def _torch_mha_reference(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads):
+    C = x.shape[-1]
+    layer = MultiHeadAttention(C, num_heads, bias=True)
+    q_weight, k_weight, v_weight = in_proj_weight.split(C, dim=0)  # 3 x (C, C)
+    q_bias, k_bias, v_bias = in_proj_bias.split(C, dim=0)  # 3 x (C,)
+    with torch.no_grad():
+        for proj, w, b in [
+            (layer.q_proj, q_weight, q_bias),
+            (layer.k_proj, k_weight, k_bias),
+            (layer.v_proj, v_weight, v_bias),
+            (layer.out_proj, out_proj_weight, out_proj_bias),
+        ]:
+            proj.weight.copy_(w)
+            proj.bias.copy_(b)
+        return layer(x)  # (B, T, C)
+
+
+def _torch_mha_variant(
+    x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, *, transpose=True,
+    in_bias=True, out_bias=True, scale_dim=None,
+):  # fmt: skip
+    """The forward pass with one piece swapped for a wrong one (the known mistakes below)."""
+    C = x.shape[-1]
+    weights = [w.T if transpose else w for w in in_proj_weight.split(C, dim=0)]  # 3 x (C, C)
+    biases = in_proj_bias.split(C, dim=0) if in_bias else (0.0, 0.0, 0.0)
+    q, k, v = (split_heads(x @ w + b, num_heads) for w, b in zip(weights, biases))  # (B, H, T, D) each
+    width = q.shape[-1] if scale_dim is None else scale_dim
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, H, T, T)
+    heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+    out = merge_heads(heads) @ (out_proj_weight.T if transpose else out_proj_weight)  # (B, T, C)
+    return out + out_proj_bias if out_bias else out
+
+
+TORCH_MHA = Exercise(
+    exercise_id="05.5",
+    title="self-attention from nn.MultiheadAttention's packed weights and biases",
+    function_name="mha_from_torch",
+    arg_names=("x", "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias", "num_heads"),
+    reference=_torch_mha_reference,
+    make_cases=_torch_mha_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _torch_mha_variant(*a, transpose=False),
+            "the weights are used untransposed: torch stores them as (out_features, in_features), like "
+            "nn.Linear, so a projection is x @ w.T, not x @ w.",
+        ),
+        Mistake(
+            lambda *a: _torch_mha_variant(*a, in_bias=False),
+            "in_proj_bias is missing: slice it like the weight (q, then k, then v, C numbers each) and "
+            "add each piece after its projection.",
+        ),
+        Mistake(
+            lambda *a: _torch_mha_variant(*a, out_bias=False),
+            "out_proj_bias is missing: the output projection is an nn.Linear with a bias, merged @ w.T + b.",
+        ),
+        Mistake(
+            lambda *a: _torch_mha_variant(*a, in_bias=False, out_bias=False),
+            "both biases are missing: add in_proj_bias's three slices after the input projections and "
+            "out_proj_bias after the output projection.",
+        ),
+        Mistake(
+            lambda *a: _torch_mha_variant(*a, scale_dim=a[0].shape[-1]),
+            "the scores are divided by sqrt(C), the model width; each head compares D = C / H numbers, "
+            "so divide by sqrt(D).",
+        ),
+    ),
+    hints=(
+        "in_proj_weight (3C, C) stacks three nn.Linear weights on top of each other: rows 0..C-1 are W^Q, "
+        "then W^K, then W^V; in_proj_bias (3C,) is stacked the same way.",
+        "cut both into three pieces along dim 0, project x with each (x @ w.T + b), then do what 05.3 did: "
+        "split heads, softmax(q kᵀ / sqrt(D)) v, merge heads.",
+        "the output projection also has a bias: the last step is the merged heads times out_proj_weight's "
+        "transpose, plus out_proj_bias.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV, TORCH_MHA)
 
 
 # ---------------------------------------------------------------------------------------------------------

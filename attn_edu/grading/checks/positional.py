@@ -1,4 +1,5 @@
-"""Checks for notebook 06's exercises: the sinusoidal table, the ALiBi bias, T5's relative-position buckets.
+"""Checks for notebook 06's exercises: the sinusoidal table, the ALiBi bias, T5's relative-position buckets, and
+Shaw et al.'s relative attention built from its two tables (against :func:`attn_edu.positional.shaw_attention`).
 
 Each exercise is compared with :mod:`attn_edu.positional` on random cases (``T != S``, sizes that are
 not powers of two, odd head counts); the known-wrong versions below are the slips learners make most
@@ -248,7 +249,124 @@ BUCKETS = Exercise(
 )
 
 
-EXERCISES = (SINUSOIDAL, ALIBI, BUCKETS)
+# ---------------------------------------------------------------------------------------------------------
+# 06.4 Shaw et al.'s relative attention from the raw tables (build and verify against the library's)
+
+
+def _shaw_case(
+    g: torch.Generator, B: int, H: int, T: int, S: int, D: int, Dv: int, k: int, causal: bool
+) -> Case:
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g)
+
+    return Case(
+        (
+            rand(B, H, T, D),
+            rand(B, H, S, D),
+            rand(B, H, S, Dv),
+            rand(2 * k + 1, D),
+            rand(2 * k + 1, Dv),
+            k,
+            causal,
+        )
+    )
+
+
+def _shaw_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _shaw_case(g, 2, 3, 5, 7, 6, 6, 2, False),  # T < S: queries are the last T positions
+        _shaw_case(g, 1, 2, 6, 6, 5, 3, 3, True),  # self-attention, causal, Dv != D
+        _shaw_case(g, 3, 1, 4, 9, 7, 7, 2, True),  # causal with cached keys: bottom-right
+        _shaw_case(g, 2, 5, 7, 5, 3, 4, 1, False),  # T > S (cross-attention-like), k = 1
+        _shaw_case(g, 1, 3, 3, 11, 4, 5, 4, False),  # distances beyond k on both sides
+    ]
+
+
+def _shaw_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_table: torch.Tensor,
+    value_table: torch.Tensor,
+    max_distance: int,
+    is_causal: bool,
+) -> torch.Tensor:
+    rel = positional.ShawRelativePosition(max_distance, key_table.shape[-1], value_dim=value_table.shape[-1])
+    with torch.no_grad():
+        rel.key_embedding.weight.copy_(key_table)
+        rel.value_embedding.weight.copy_(value_table)
+        rel_k, rel_v = rel(q.shape[-2], k.shape[-2])  # (T, S, D), (T, S, Dv)
+    return positional.shaw_attention(q, k, v, rel_k, rel_v, is_causal=is_causal)  # (B, H, T, Dv)
+
+
+def _shaw_variant(
+    q, k, v, key_table, value_table, max_distance, is_causal, *, sign=1, offset=None, index_shift=True,
+    values=True, scale_positions=True,
+):  # fmt: skip
+    """Shaw attention with one piece swapped for a wrong one (the known mistakes below)."""
+    T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    start = S - T if offset is None else offset
+    distance = torch.arange(S)[None, :] - (torch.arange(T)[:, None] + start)  # (T, S): key - query
+    clipped = (sign * distance).clamp(-max_distance, max_distance)  # (T, S)
+    index = clipped + max_distance if index_shift else clipped  # negative indices wrap around the table
+    a_k, a_v = key_table[index], value_table[index]  # (T, S, D), (T, S, Dv)
+    content = q @ k.transpose(-2, -1)  # (B, H, T, S)
+    position = torch.einsum("bhtd,tsd->bhts", q, a_k)  # (B, H, T, S)
+    scores = (content + position) / math.sqrt(D) if scale_positions else content / math.sqrt(D) + position
+    if is_causal:
+        scores = scores.masked_fill(distance > 0, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
+    out = weights @ v  # (B, H, T, Dv)
+    return out + torch.einsum("bhts,tsd->bhtd", weights, a_v) if values else out
+
+
+SHAW = Exercise(
+    exercise_id="06.4",
+    title="Shaw et al.'s relative attention: a^K and a^V looked up by clipped distance, added to keys and values",
+    function_name="shaw_relative_attention",
+    arg_names=("q", "k", "v", "key_table", "value_table", "max_distance", "is_causal"),
+    reference=_shaw_reference,
+    make_cases=_shaw_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _shaw_variant(*a, sign=-1),
+            "the distance has the wrong sign: Shaw et al. index by key position - query position (negative = "
+            "a key in the past), so row 0 of a table is distance -k and row 2k is distance +k.",
+        ),
+        Mistake(
+            lambda *a: _shaw_variant(*a, index_shift=False),
+            "the clipped distance is used as the row index directly: distances run from -k to k, rows from 0 "
+            "to 2k, so add max_distance (a negative index silently wraps to the end of the table).",
+        ),
+        Mistake(
+            lambda *a: _shaw_variant(*a, values=False),
+            "a^V is missing: Shaw et al. add relative vectors to the values too, z_i = Σ_j w_ij (v_j + a^V_ij).",
+        ),
+        Mistake(
+            lambda *a: _shaw_variant(*a, scale_positions=False),
+            "only q·k is divided by sqrt(D): the position term belongs inside the same score, "
+            "e_ij = q_i · (k_j + a^K_ij) / sqrt(D).",
+        ),
+        Mistake(
+            lambda *a: _shaw_variant(*a, offset=0),
+            "the queries are placed at positions 0 .. T - 1: with T != S they are the last T of the S positions "
+            "(offset S - T), as for the bottom-right causal mask.",
+        ),
+    ),
+    hints=(
+        "first a (T, S) table of distances, key position minus query position, with query t at position "
+        "S - T + t; clip it to [-k, k] and turn it into row numbers 0 .. 2k.",
+        "indexing key_table and value_table with that (T, S) index gives a^K (T, S, D) and a^V (T, S, Dv), one "
+        "vector per (query, key) pair. torch.einsum pairs each query with its own row of a^K.",
+        "scores are q·k plus q·a^K, both over sqrt(D); mask future keys with -inf when is_causal; after the "
+        "softmax, add the weighted sum of a^V to the weighted sum of v.",
+    ),
+    difficulty=3,
+    minutes=25,
+)
+
+
+EXERCISES = (SINUSOIDAL, ALIBI, BUCKETS, SHAW)
 
 
 # ---------------------------------------------------------------------------------------------------------

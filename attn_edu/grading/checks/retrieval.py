@@ -1,4 +1,6 @@
-"""Checks for notebook 01's exercises: a soft lookup with a temperature, Nadaraya–Watson regression, dot-product pooling.
+"""Checks for notebook 01's exercises: a soft lookup with a temperature, Nadaraya–Watson regression, dot-product pooling,
+and additive (Bahdanau) attention from raw weights (the reference loads them into
+:class:`attn_edu.retrieval.AdditiveScore`).
 
 Each exercise is compared with :mod:`attn_edu.retrieval` on random cases (``T != S``, sizes that are not
 powers of two, odd head counts as leading dims), and each lists the slips learners make most often,
@@ -300,7 +302,95 @@ DOT_PRODUCT_POOL = Exercise(
 )
 
 
-EXERCISES = (SOFT_LOOKUP, NADARAYA_WATSON, DOT_PRODUCT_POOL)
+# ---------------------------------------------------------------------------------------------------------
+# 01.4 additive (Bahdanau) attention from raw weights
+
+
+def _additive_case(
+    g: torch.Generator, lead: tuple[int, ...], T: int, S: int, Dq: int, Dk: int, Dv: int, A: int
+):
+    args = (
+        _randn(g, *lead, T, Dq),  # query
+        _randn(g, *lead, S, Dk),  # keys
+        _randn(g, *lead, S, Dv),  # values
+        _randn(g, A, Dq) / math.sqrt(Dq),  # w_q (A, Dq) like nn.Linear
+        _randn(g, A, Dk) / math.sqrt(Dk),  # w_k (A, Dk)
+        _randn(g, A),  # v (A,): scores are large enough for the softmax to be far from uniform
+    )
+    return Case(args)
+
+
+def _additive_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _additive_case(g, (2,), 5, 7, 3, 6, 4, 9),  # queries and keys of different sizes
+        _additive_case(g, (), 4, 9, 10, 5, 3, 6),  # no batch dim
+        _additive_case(g, (3,), 6, 3, 7, 7, 5, 11),  # T > S
+        _additive_case(g, (2, 3), 3, 5, 4, 6, 2, 5),  # batch and head dims
+        _additive_case(g, (1,), 1, 6, 5, 3, 7, 13),  # a single query
+    ]
+
+
+def _additive_reference(query, keys, values, w_q, w_k, v):
+    A, Dq = w_q.shape
+    score = retrieval.AdditiveScore(query_dim=Dq, key_dim=w_k.shape[1], hidden_dim=A)
+    with torch.no_grad():
+        score.q_proj.weight.copy_(w_q)
+        score.k_proj.weight.copy_(w_k)
+        score.score_proj.weight.copy_(v[None, :])  # (1, A): v as nn.Linear(A, 1)'s weight
+        return retrieval.attention_pool(score(query, keys), values)  # (..., T, Dv)
+
+
+def _additive_variant(query, keys, values, w_q, w_k, v, *, squash=torch.tanh, scale=1.0, dim=-1, pool=True):
+    """Additive attention with one piece swapped for a wrong one (the known mistakes below)."""
+    hidden = (query @ w_q.T)[..., :, None, :] + (keys @ w_k.T)[..., None, :, :]  # (..., T, S, A)
+    scores = squash(hidden) @ v * scale  # (..., T, S)
+    weights = torch.softmax(scores, dim=dim)  # (..., T, S)
+    return weights @ values if pool else weights  # (..., T, Dv)
+
+
+ADDITIVE = Exercise(
+    exercise_id="01.4",
+    title="additive (Bahdanau) attention: scores v · tanh(W_q q + W_k k), softmax over keys, pool values",
+    function_name="additive_attention",
+    arg_names=("query", "keys", "values", "w_q", "w_k", "v"),
+    reference=_additive_reference,
+    make_cases=_additive_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _additive_variant(*a, squash=lambda h: h),
+            "the tanh is missing: without it v · (W_q q + W_k k) = v·W_q q + v·W_k k, and the query's "
+            "part is the same for every key, so the softmax ignores the query. Apply tanh to the sum, "
+            "then take the dot product with v.",
+        ),
+        Mistake(
+            lambda *a: _additive_variant(*a, dim=-2),
+            "the softmax runs over the queries (dim=-2); each query's weights over the S keys must sum "
+            "to 1, so softmax over the last dim.",
+        ),
+        Mistake(
+            lambda *a: _additive_variant(*a, scale=1.0 / math.sqrt(a[3].shape[0])),
+            "the scores are divided by sqrt(hidden size): that scale belongs to the dot product; additive "
+            "scores v · tanh(...) are used as they are.",
+        ),
+        Mistake(
+            lambda *a: _additive_variant(*a, pool=False),
+            "this is the (..., T, S) matrix of weights; the output is weights @ values, shape (..., T, Dv).",
+        ),
+    ),
+    hints=(
+        "the weights follow nn.Linear, (out_features, in_features): project queries and keys to the hidden "
+        "size A with t @ w.T. Every (query, key) pair needs its own hidden vector, (..., T, S, A).",
+        "give the projected queries an axis for the keys and the projected keys one for the queries "
+        "([..., :, None, :] and [..., None, :, :]); broadcasting the sum gives (..., T, S, A).",
+        "tanh of that sum, a matrix-vector product with v for the (..., T, S) scores, then the softmax over "
+        "the keys and the weighted sum of the values, as in 01.3 without the scale.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (SOFT_LOOKUP, NADARAYA_WATSON, DOT_PRODUCT_POOL, ADDITIVE)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,12 +1,20 @@
-"""Checks for notebook 07's exercises: half-split RoPE, the score from the offset alone, NTK-aware frequencies.
+"""Checks for notebook 07's exercises: half-split RoPE, the score from the offset alone, NTK-aware and YaRN
+frequencies.
 
 Each exercise is compared with :mod:`attn_edu.rope` on random cases (``T`` and ``D`` that are not powers
 of two, odd head counts, offsets as with a KV cache); the known-wrong versions below are the slips
 learners make most often (the interleaved pairing, a rotation the wrong way, positions off by one, the
 plain base times the factor), written out as functions so a check can name the one it sees.
+
+The YaRN table (07.4) is graded against :func:`attn_edu.rope.yarn_frequencies`, which follows the reference code
+and Hugging Face's ``"yarn"`` rope init (a ramp linear in the pair index between ``floor(d(beta_fast))`` and
+``ceil(d(beta_slow))``), not the paper's ramp in the number of turns; its known-wrong versions are the ramp run
+backwards, its ends left unrounded, the paper's ramp, and every pair interpolated.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -212,7 +220,109 @@ NTK = Exercise(
 )
 
 
-EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK)
+# ---------------------------------------------------------------------------------------------------------
+# 07.4 YaRN frequencies
+
+
+def _yarn_cases(g: torch.Generator) -> list[Case]:
+    del g  # the inputs are sizes only
+    return [
+        Case((64, 4.0, 2048)),
+        Case((128, 8.0, 4096), {"base": 500000.0}),  # a Llama-3-like base
+        Case((48, 2.5, 1000)),  # D and L not powers of two
+        Case((96, 16.0, 8192), {"base": 1000000.0, "beta_fast": 16.0, "beta_slow": 2.0}),
+        Case((40, 3.0, 512), {"beta_fast": 24.0}),
+    ]
+
+
+def _yarn_reference(head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0):  # noqa: ANN001, ANN202
+    inv_freq, _ = rope.yarn_frequencies(
+        head_dim,
+        factor,
+        original_max_positions=original_max_positions,
+        base=base,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+    )
+    return inv_freq  # (D/2,)
+
+
+def _yarn_variant(
+    head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0, *, how: str
+):  # fmt: skip
+    """The YaRN table with one known slip (``how``), in float64."""
+    D, L = head_dim, original_max_positions
+    theta = _freqs(D, base).double()  # (D/2,)
+    i = torch.arange(D // 2, dtype=torch.float64)  # (D/2,)
+
+    def index(turns: float) -> float:  # the pair index that makes `turns` turns over L
+        return D * math.log(L / (2 * math.pi * turns)) / (2 * math.log(base))
+
+    if how == "turns":  # the paper's ramp, linear in the number of turns r_i
+        turns = L * theta / (2 * math.pi)  # (D/2,)
+        interpolate = ((beta_fast - turns) / (beta_fast - beta_slow)).clamp(0.0, 1.0)
+    else:
+        low, high = index(beta_fast), index(beta_slow)
+        if how != "unrounded":
+            low, high = max(math.floor(low), 0), min(math.ceil(high), D - 1)
+        interpolate = ((i - low) / (high - low)).clamp(0.0, 1.0)  # (D/2,)
+        if how == "reversed":
+            interpolate = 1 - interpolate
+    return (theta * (1 - interpolate) + theta / factor * interpolate).float()  # (D/2,)
+
+
+def _yarn_mistake(how: str):  # noqa: ANN202
+    def wrong(head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0):  # noqa: ANN001, ANN202
+        return _yarn_variant(head_dim, factor, original_max_positions, base, beta_fast, beta_slow, how=how)
+
+    return wrong
+
+
+YARN = Exercise(
+    exercise_id="07.4",
+    title="the YaRN frequency table: keep the fast pairs, interpolate the slow ones, a ramp in between",
+    function_name="yarn_inv_freq",
+    arg_names=("head_dim", "factor", "original_max_positions"),
+    reference=_yarn_reference,
+    make_cases=_yarn_cases,
+    mistakes=(
+        Mistake(
+            _yarn_mistake("reversed"),
+            "the ramp runs the wrong way: the first pairs turn fastest (θ_0 = 1, many turns over L) and must "
+            "keep their frequency; the last, slowest pairs are the ones divided by the factor.",
+        ),
+        Mistake(
+            _yarn_mistake("unrounded"),
+            "the ramp's ends are not rounded: like the YaRN reference code and Hugging Face (truncate=True), "
+            "take floor(d(beta_fast)) and ceil(d(beta_slow)), clipped to 0 and D - 1, before the linear ramp.",
+        ),
+        Mistake(
+            _yarn_mistake("turns"),
+            "the ramp is linear in the number of turns r (the paper's eq. 18); the reference code and Hugging "
+            "Face ramp linearly in the pair index i, between the indices d(beta_fast) and d(beta_slow).",
+        ),
+        Mistake(
+            lambda head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0: (
+                _freqs(head_dim, base) / factor
+            ),
+            "every pair is divided by the factor: that is position interpolation. YaRN keeps the fast pairs "
+            "(more than beta_fast turns over the original context) as they are.",
+        ),
+    ),
+    hints=(
+        "pair i of θ_i = base^(-2i/D) makes L · θ_i / (2π) turns over the trained context L. Find the (fractional) "
+        "pair index at which that count equals beta_fast, and the one where it equals beta_slow.",
+        "solving L · base^(-2i/D) / (2π) = r for i gives D · ln(L / (2π r)) / (2 ln base). Round the beta_fast "
+        "index down and the beta_slow index up, and keep them within 0 .. D - 1.",
+        "a ramp over the pair indices, 0 at the lower end and 1 at the upper (clamped), says how much of θ_i / s "
+        "each pair takes: blend θ_i · (1 - ramp) + θ_i / s · ramp, in float64, then cast to float32.",
+    ),
+    difficulty=2,
+    minutes=20,
+)
+
+
+EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK, YARN)
 
 
 # ---------------------------------------------------------------------------------------------------------
