@@ -513,8 +513,7 @@ BATCHING = Question(
     exercise_id="10.q3",
     title="what a batch of 4 does to the decoding throughput of Llama-2-7B at a 1k context (the roofline)",
     choices=(
-        "the total rises almost fourfold (about 3.6×): the 13.5 GB of weights are read once per step for all "
-        "four sequences, and only the small cache reads grow with the batch",
+        "the total rises almost fourfold: the weights are read once per step for all four sequences",
         "nothing changes: the HBM bandwidth is fixed, so the tokens per second are fixed too",
         "the total falls: four caches must be read at every step",
         "the total rises exactly fourfold: the GPU is compute-bound, and four sequences keep it four times busier",
