@@ -53,6 +53,7 @@ from attn_edu.grading.registry import exercises, questions
 from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
 
+UNREADABLE = "the file is not a readable notebook (.ipynb JSON with a list of cells)"
 GRADER_SEED = 20240611  # the grader's inputs differ from the ones check() uses inside the notebook
 
 
@@ -193,7 +194,7 @@ def grade_notebook(
             hint = "keep the name used in the exercise."
             result = result_for(exercise, Status.NOT_ATTEMPTED, message, hint)
         elif parsed["unreadable"]:
-            message = "the file is not a readable notebook (.ipynb JSON with a list of cells)"
+            message = UNREADABLE
             result = result_for(exercise, Status.ERROR, message)
         elif outcomes is None:
             result = _process_failure(exercise, process, limits)
@@ -211,7 +212,7 @@ def grade_notebook(
             result = result_for(
                 question,
                 Status.ERROR,
-                "the file is not a readable notebook (.ipynb JSON with a list of cells)",
+                UNREADABLE,
             )
         elif answer is None:
             result = _process_failure(question, process, limits)

@@ -340,6 +340,17 @@ def read_events(
     return parsed
 
 
+def _took_missing(event: dict, asked: object, graded: dict, parsed: dict[str, Any]) -> bool:
+    """Refuse an id that was not asked or came before; record a "missing" event. True when it was one."""
+    item_id = event["id"]
+    if item_id not in asked or item_id in graded or item_id in parsed["missing"]:
+        raise SchemaError(f"{event['event']}: unknown or repeated id")
+    if set(event) == {"event", "id", "missing"} and event["missing"] is True:
+        parsed["missing"].add(item_id)
+        return True
+    return False
+
+
 def _take_event(
     event: object, expected: dict[str, list[int]], questions: frozenset[str], parsed: dict[str, Any]
 ) -> None:
@@ -355,14 +366,7 @@ def _take_event(
             parsed["notes"].append(where + _clean(event["detail"]))
     elif kind == "exercise":
         exercise_id = event["id"]
-        if (
-            exercise_id not in expected
-            or exercise_id in parsed["outcomes"]
-            or exercise_id in parsed["missing"]
-        ):
-            raise SchemaError("exercise: unknown or repeated id")
-        if set(event) == {"event", "id", "missing"} and event["missing"] is True:
-            parsed["missing"].add(exercise_id)
+        if _took_missing(event, expected, parsed["outcomes"], parsed):
             return
         sizes, raw = expected[exercise_id], event.get("outcomes")
         if (
@@ -378,14 +382,7 @@ def _take_event(
         parsed["outcomes"][exercise_id] = outcomes
     elif kind == "answer":
         question_id = event["id"]
-        if (
-            question_id not in questions
-            or question_id in parsed["answers"]
-            or question_id in parsed["missing"]
-        ):
-            raise SchemaError("answer: unknown or repeated id")
-        if set(event) == {"event", "id", "missing"} and event["missing"] is True:
-            parsed["missing"].add(question_id)
+        if _took_missing(event, questions, parsed["answers"], parsed):
             return
         if set(event) != {"event", "id", "answer"}:
             raise SchemaError("answer: unexpected fields")
