@@ -85,10 +85,32 @@ def check_same_dtype(**tensors: torch.Tensor) -> None:
         raise ValueError(f"expected one dtype for {', '.join(dtypes)}, got {listed}")
 
 
+def broadcast_shapes(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...]:
+    """The shape that ``shapes`` broadcast to, by NumPy's rule; ``RuntimeError`` when they do not.
+
+    The same answer as :func:`torch.broadcast_shapes`, which in this torch imports sympy on its first call
+    (over two seconds); the checks here run before every attention call.
+
+    Example:
+        >>> broadcast_shapes((2, 1, 5), (3, 1), ())
+        (2, 3, 5)
+    """
+    out: list[int] = []
+    for shape in shapes:
+        shape = tuple(shape)
+        padded = [1] * (len(shape) - len(out)) + out
+        out = []
+        for a, b in zip(padded, [1] * (len(padded) - len(shape)) + list(shape)):
+            if a != b and 1 not in (a, b):
+                raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+            out.append(b if a == 1 else a)
+    return tuple(out)
+
+
 def check_broadcast(name: str, shape: tuple[int, ...], target: tuple[int, ...], target_spec: str) -> None:
     """Raise ``ValueError`` unless ``shape`` broadcasts to ``target`` without growing it."""
     try:
-        out = torch.broadcast_shapes(shape, target)
+        out = broadcast_shapes(shape, target)
     except RuntimeError:
         out = None
     if out != tuple(target):
@@ -145,7 +167,7 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None) -
     if v is not None:
         sizes["Dv"] = check_shape("v", v, "... S Dv", S=sizes["S"])["Dv"]
     try:
-        sizes["batch"] = tuple(torch.broadcast_shapes(*(x.shape[:-2] for x in named.values())))
+        sizes["batch"] = broadcast_shapes(*(x.shape[:-2] for x in named.values()))
     except RuntimeError:
         shapes = ", ".join(f"{n} {tuple(x.shape)}" for n, x in named.items())
         raise ValueError(

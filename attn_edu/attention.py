@@ -19,6 +19,7 @@ from attn_edu._validate import (
     check_broadcast,
     check_floating,
     check_mask,
+    check_positive_int,
     check_qkv,
     check_scale,
     check_shape,
@@ -182,3 +183,34 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"weights: expected probabilities >= 0 (softmax rows), got minimum {lowest:.3g}")
     work = weights.to(_compute_dtype(weights.dtype))
     return torch.special.entr(work).sum(dim=-1).to(weights.dtype)  # (..., T); entr(0) = 0, never NaN
+
+
+def attention_flops(B: int, H: int, T: int, S: int, D: int, Dv: int | None = None) -> int:
+    """The floating-point operations of attention's two matrix products, ``q kᵀ`` and ``P v``.
+
+    Per sequence and head, ``q kᵀ`` is ``T · S`` dot products of length ``D`` and ``P v`` is ``T · Dv`` dot
+    products of length ``S``. A multiply-add counts as 2 FLOPs, the convention of PyTorch's
+    ``torch.utils.flop_counter.FlopCounterMode`` and of the FlashAttention papers (Dao, 2023, §4.1:
+    ``4 · seqlen² · head dimension · number of heads`` for ``T = S``, ``Dv = D``):
+
+        FLOPs = 2 · B · H · T · S · D  +  2 · B · H · T · S · Dv
+
+    The scale, the softmax and a mask add only ``O(B · H · T · S)`` more operations; like PyTorch's counter,
+    this count leaves them out. A causal mask does not change it either: the reference computes every
+    score (a fused kernel that skips the hidden half does about half the work).
+
+    Shapes:
+        the sizes of q ``(B, H, T, D)``, k ``(B, H, S, D)`` and v ``(B, H, S, Dv)``; ``Dv`` defaults to
+        ``D``; returns an int.
+
+    Example:
+        >>> attention_flops(1, 1, 2, 3, 4, 5)            # 2·2·3·4 for q kᵀ, 2·2·3·5 for P v
+        108
+        >>> attention_flops(1, 1, 1024, 1024, 64) == 4 * 1024**2 * 64
+        True
+    """
+    B, H, T, S, D = (check_positive_int(n, x) for n, x in zip("BHTSD", (B, H, T, S, D)))
+    Dv = D if Dv is None else check_positive_int("Dv", Dv)
+    scores = 2 * B * H * T * S * D  # q kᵀ: (B, H, T, D) @ (B, H, D, S)
+    mixing = 2 * B * H * T * S * Dv  # P v: (B, H, T, S) @ (B, H, S, Dv)
+    return scores + mixing

@@ -469,6 +469,26 @@ class CrossAttentionBlock(nn.Module):
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)
 
 
+def block_flops(seq_len: int, dim: int, hidden: int) -> dict[str, int]:
+    """FLOPs of one block's matrix products on one sequence, split by how they grow with its length.
+
+        attention_core   4 T² C                 scores q kᵀ (2 T² C) and the weighted sum P v (2 T² C)
+        per_token        8 T C² + 4 T C F       q, k, v, out projections (4 · 2 T C²); FFN up and down (2 · 2 T C F)
+
+    A multiply-add counts as 2 FLOPs, as :class:`torch.utils.flop_counter.FlopCounterMode` counts them; norms,
+    softmax, the activation and biases (``O(T C)`` each) are left out. The per-token terms are what any layer
+    that transforms tokens one by one pays too (an RNN of width ``C``: ``4 T C²``); only ``attention_core``
+    grows as ``T²``, and it costs more than the rest only once ``T > 2 C + F`` (GPT-2 small: 4,608 tokens).
+    ``F`` is the hidden width of a two-matrix FFN (:class:`FeedForward`).
+
+    Example:
+        >>> block_flops(1024, 768, 3072)                 # GPT-2 small at its full context
+        {'attention_core': 3221225472, 'per_token': 14495514624}
+    """
+    T, C, F = (check_positive_int(n, v) for n, v in (("seq_len", seq_len), ("dim", dim), ("hidden", hidden)))
+    return {"attention_core": 4 * T * T * C, "per_token": 8 * T * C * C + 4 * T * C * F}
+
+
 def init_normal_(module: nn.Module, std: float = 0.02) -> nn.Module:
     """GPT-2-style initialisation: every ``Linear`` and ``Embedding`` weight from ``N(0, std²)``, biases 0.
 

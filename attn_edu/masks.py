@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_edu._validate import check_mask, check_positive_int, check_shape, check_tensor
+from attn_edu._validate import broadcast_shapes, check_mask, check_positive_int, check_shape, check_tensor
 
 
 def causal_mask(T: int, S: int | None = None, *, device: torch.device | str | None = None) -> torch.Tensor:
@@ -182,7 +182,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     for i, m in enumerate(present):
         check_mask(f"masks[{i}]", m)
     try:
-        torch.broadcast_shapes(*(m.shape for m in present))
+        broadcast_shapes(*(m.shape for m in present))
     except RuntimeError:
         shapes = ", ".join(str(tuple(m.shape)) for m in present)
         raise ValueError(f"masks: expected shapes that broadcast together, got {shapes}") from None

@@ -399,3 +399,43 @@ class MultiHeadAttention(nn.Module):
                 ours.v_proj.bias.copy_(v_bias)
                 ours.out_proj.bias.copy_(mha.out_proj.bias)
         return ours
+
+
+def attention_parameter_count(
+    embed_dim: int,
+    num_heads: int,
+    *,
+    num_kv_heads: int | None = None,
+    head_dim: int | None = None,
+    bias: bool = True,
+) -> int:
+    """How many parameters a :class:`MultiHeadAttention` of these sizes holds, in closed form.
+
+        q_proj, out_proj:  C x H·D weights each        k_proj, v_proj:  C x H_kv·D weights each
+        biases (bias=True): one per output feature, H·D + C + 2 H_kv·D
+
+    With ``H·D = C`` (the default ``D = C / H``) that is ``4C² + 4C`` for multi-head attention; under GQA
+    and MQA (Ainslie et al., 2023, section 2.2) only ``k_proj`` and ``v_proj`` shrink, to ``H_kv·D``
+    outputs. ``tests/test_multihead.py`` checks the formula against the module's own tensors.
+
+    Shapes:
+        sizes only (the arguments of :class:`MultiHeadAttention`); returns a Python int.
+
+    Example:
+        >>> attention_parameter_count(512, 8)                                 # the base Transformer: 4C² + 4C
+        1050624
+        >>> attention_parameter_count(4096, 32, num_kv_heads=8, bias=False)   # a Llama-3-8B layer
+        41943040
+    """
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("num_heads", num_heads)
+    num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads: must divide num_heads={num_heads}, got num_kv_heads={num_kv_heads}")
+    if not isinstance(bias, bool):
+        raise ValueError(f"bias: expected True or False, got {bias!r}")
+    D = check_head_dim(embed_dim, num_heads, head_dim)
+    q_width, kv_width = num_heads * D, num_kv_heads * D  # H·D (C by default) and H_kv·D
+    weights = 2 * embed_dim * q_width + 2 * embed_dim * kv_width  # q_proj, out_proj | k_proj, v_proj
+    biases = q_width + embed_dim + 2 * kv_width if bias else 0  # q_proj, out_proj | k_proj, v_proj
+    return weights + biases

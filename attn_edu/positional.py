@@ -5,7 +5,7 @@ Attention treats its keys as a *set*: permute the tokens and the outputs permute
 in the order the notebook teaches them:
 
 1. **Sinusoidal** absolute encodings added to the embeddings (Vaswani et al., 2017, §3.5), and the
-   rotation matrix ``M_k`` that moves them ``k`` positions.
+   rotation matrix ``M_k`` that moves them ``k`` positions (exact, or fitted to a table by least squares).
 2. **Learned** absolute embeddings (BERT, GPT-2): one trained vector per position up to ``max_len``.
 3. **Relative** representations inside attention (Shaw et al., 2018): vectors for clipped distances.
 4. **T5 bucketed bias** (Raffel et al., 2020, §2.1): one learned scalar per head and distance bucket.
@@ -145,6 +145,33 @@ def shift_by_rotation(pe: torch.Tensor, k: int, *, base: float = 10000.0) -> tor
     D = check_shape("pe", pe, "... D")["D"]
     M = rotation_matrix(k, _check_even("pe.shape[-1] (D)", D), base=base).to(pe.dtype)  # (D, D)
     return pe @ M.T  # (..., D): row vectors, so (M @ peᵀ)ᵀ = pe @ Mᵀ
+
+
+def fit_shift_map(table: torch.Tensor, k: int) -> torch.Tensor:
+    """The linear map that moves every row of a position table ``k`` rows on, fitted by least squares.
+
+        M = argmin_M ‖table[:-k] @ M − table[k:]‖²         (rows = positions; ``torch.linalg.lstsq``)
+
+    Notebook 06 asks with it whether a layer could *learn* the shift of §3.5 from data. For a sinusoidal
+    table the exact answer is ``rotation_matrix(k, D).T`` (the transpose, as the rows are positions), and
+    the fit recovers it for every pair that turns within the table. A pair whose period is far longer than
+    the table barely moves over it: its two columns are nearly constant, many maps fit about equally well,
+    and the fit is loose there (on the CPU the SVD driver ``gelsd`` returns the smallest of them).
+
+    Shapes:
+        table ``(N, D)`` float, ``1 <= k < N``; returns ``(D, D)`` in the table's dtype.
+
+    Example:
+        >>> pe = sinusoidal_encoding(200, 6, base=100.0, dtype=torch.float64)
+        >>> torch.allclose(fit_shift_map(pe, 3), rotation_matrix(3, 6, base=100.0).T)
+        True
+    """
+    check_floating("table", table)
+    N = check_shape("table", table, "N D")["N"]
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k < N:
+        raise ValueError(f"k: expected an int shift with 1 <= k < N={N} (the table's rows), got {k!r}")
+    driver = "gelsd" if table.device.type == "cpu" else None  # CUDA has only "gels" (full rank)
+    return torch.linalg.lstsq(table[:-k], table[k:], driver=driver).solution  # (D, D)
 
 
 # ---------------------------------------------------------------------------------------------------

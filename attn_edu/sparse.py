@@ -54,7 +54,7 @@ def sliding_window_mask(
     ``window - 1`` keys before it, as in Mistral's sliding window). Not causal: ``|p - s| < window``,
     a band of ``2·window - 1`` keys (Longformer §3.1 counts its window ``w`` as the total width;
     Hugging Face's bidirectional ``sliding_window=w`` means ``|p - s| <= w``, our ``window=w + 1``).
-    Stacking L such layers lets information travel ``L·window`` positions.
+    Stacking L causal layers lets information travel ``L·(window - 1)`` positions (:func:`layers_to_reach`).
 
     Shapes:
         returns ``(T, S)`` bool, ``S`` defaults to ``T``.
@@ -72,6 +72,34 @@ def sliding_window_mask(
     if causal:
         return (offset >= 0) & (offset < window)  # (T, S)
     return offset.abs() < window  # (T, S)
+
+
+def layers_to_reach(seq_len: int, window: int) -> int:
+    """How many stacked causal sliding-window layers it takes before the last token can depend on token 0.
+
+    One layer of :func:`sliding_window_mask` (``causal=True``) lets position ``p`` read ``p - window + 1 .. p``:
+    ``window - 1`` positions back, since the window counts the query's own token. Each further layer adds
+    another ``window - 1`` (Mistral 7B, Jiang et al. 2023, §2, whose ``W`` counts the keys before the token:
+    ``k`` layers reach ``k·W`` back), so the last token, ``seq_len - 1`` positions after token 0, needs
+    ``⌈(seq_len - 1) / (window - 1)⌉`` layers. ``seq_len == 1`` needs 0 (the last token is token 0);
+    ``window == 1`` never reaches past the token itself: ``-1`` when ``seq_len > 1``.
+
+    Shapes:
+        ``seq_len``, ``window`` ints; returns an int.
+
+    Example:
+        >>> layers_to_reach(8 * 4096, 4096), layers_to_reach(10, 4), layers_to_reach(11, 4)
+        (9, 3, 4)
+        >>> layers_to_reach(1, 1), layers_to_reach(5, 1)
+        (0, -1)
+    """
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("window", window)
+    if seq_len == 1:
+        return 0
+    if window == 1:
+        return -1
+    return -(-(seq_len - 1) // (window - 1))  # ceil division: a last, partial step is a whole layer
 
 
 def dilated_window_mask(

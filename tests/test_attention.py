@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from attn_edu.attention import (
     attention_entropy,
+    attention_flops,
     attention_weights,
     masked_softmax,
     scaled_dot_product_attention,
@@ -343,3 +344,46 @@ def test_entropy_of_half_precision_is_summed_in_float32() -> None:
 def test_entropy_bad_input_names_the_argument(weights: object, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         attention_entropy(weights)
+
+
+@pytest.mark.parametrize(
+    ("B", "H", "T", "S", "D", "Dv"), [(2, 3, 5, 7, 4, 6), (1, 1, 1, 9, 5, 3), (3, 1, 4, 4, 2, 2)]
+)
+def test_flops_equal_pytorchs_flop_counter(B: int, H: int, T: int, S: int, D: int, Dv: int) -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    # The reference's two matrix products are what the counter sees (torch's fused CPU kernel, taken when
+    # Dv == D, has no FLOP formula and counts 0, so it is not the peer here).
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H, S, D), torch.randn(B, H, S, Dv)
+    with FlopCounterMode(display=False) as counter:
+        scaled_dot_product_attention(q, k, v)
+    assert counter.get_total_flops() == attention_flops(B, H, T, S, D, Dv)
+    assert attention_flops(B, H, T, S, D) == attention_flops(B, H, T, S, D, D)  # Dv defaults to D
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ((0, 1, 2, 3, 4), "B: expected a positive int, got 0"),
+        ((1, 1, 2.0, 3, 4), "T: expected a positive int, got 2.0"),
+        ((1, True, 2, 3, 4), "H: expected a positive int, got True"),
+        ((1, 1, 2, 3, 4, -5), "Dv: expected a positive int, got -5"),
+    ],
+)
+def test_flops_bad_sizes_name_the_argument(sizes: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        attention_flops(*sizes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 3), max_size=4), min_size=1, max_size=3))
+def test_the_validators_broadcast_rule_is_torchs(shapes: list[list[int]]) -> None:
+    from attn_edu._validate import broadcast_shapes  # torch's own imports sympy on first use: 2 s
+
+    try:
+        expected = tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="do not broadcast"):
+            broadcast_shapes(*shapes)
+    else:
+        assert broadcast_shapes(*shapes) == expected

@@ -18,6 +18,7 @@ from attn_edu.blocks import (
     RMSNorm,
     SwiGLUFeedForward,
     batch_norm_stats,
+    block_flops,
     init_normal_,
     layer_norm_stats,
 )
@@ -298,3 +299,34 @@ def test_block_errors():
         cross(x_input(), torch.randn(3, 6, C))  # batch of 3 against 2
     with pytest.raises(ValueError, match="std"):
         init_normal_(nn.Linear(2, 2), std=0.0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cost
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("T", "dim", "hidden", "heads"), [(1, 6, 10, 3), (7, 12, 20, 2), (23, 9, 31, 1)])
+def test_block_flops_are_what_flop_counter_mode_counts(T, dim, hidden, heads):
+    """PyTorch counts every matrix product of a real block: bmm is q kᵀ and P v, mm/addmm the rest."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    block = PreNormEncoderBlock(
+        MultiHeadAttention(dim, heads), FeedForward(dim, hidden, "gelu"), nn.LayerNorm(dim), nn.LayerNorm(dim)
+    )
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        block(torch.randn(1, T, dim))
+    counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    expected = block_flops(T, dim, hidden)
+    assert counts.get("aten.bmm", 0) == expected["attention_core"]
+    assert sum(counts.values()) - counts.get("aten.bmm", 0) == expected["per_token"]
+
+
+def test_block_flops_cross_over_just_after_two_widths_plus_the_ffn():
+    dim, hidden = 768, 3072  # GPT-2 small: attention's T² terms cost more only from T = 2·768 + 3072 + 1 on
+    tie, after = block_flops(4608, dim, hidden), block_flops(4609, dim, hidden)
+    assert tie["attention_core"] == tie["per_token"] and after["attention_core"] > after["per_token"]
+    with pytest.raises(ValueError, match="seq_len: expected a positive int, got 0"):
+        block_flops(0, dim, hidden)
+    with pytest.raises(ValueError, match="hidden"):
+        block_flops(4, dim, 2.5)

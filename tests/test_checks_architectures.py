@@ -15,7 +15,7 @@ from attn_edu.grading.registry import get_exercise
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import span_corruption, span_uncorrupt
 
-IDS = ("09.1", "09.2", "09.3", "09.4")
+IDS = ("09.1", "09.2", "09.3", "09.4", "09.6")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -63,6 +63,11 @@ def _count_from_checkpoint_shapes(vocab_size, max_seq_len, embed_dim, num_layers
     return torch.tensor(sum(torch.Size(shape).numel() for shape in shapes))
 
 
+def _loss_by_position_with_module(logits, targets, ignore_index=-100):
+    loss = nn.CrossEntropyLoss(ignore_index=ignore_index)  # the mean over the batch's scored targets
+    return torch.stack([loss(logits[:, t], targets[:, t]) for t in range(logits.shape[1])])
+
+
 def _count_on_meta(vocab_size, max_seq_len, embed_dim, num_layers, ffn_dim, tie_embeddings):
     config = GPTConfig(
         vocab_size, max_seq_len, embed_dim, num_layers, 1, ffn_dim, tie_embeddings=tie_embeddings
@@ -79,6 +84,7 @@ def _count_on_meta(vocab_size, max_seq_len, embed_dim, num_layers, ffn_dim, tie_
         ("09.2", _clm_with_module),
         ("09.3", _spans_by_loop),
         ("09.4", _count_from_checkpoint_shapes),
+        ("09.6", _loss_by_position_with_module),
     ],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
@@ -171,3 +177,40 @@ def test_the_gpt2_cases_use_several_layers_and_unused_position_rows() -> None:
     assert any(
         case.args[2].shape[0] > case.args[0].shape[1] for case in cases
     )  # P > T: take the first T rows
+
+
+def test_cross_entropy_over_every_token_catches_a_loss_by_position_off_the_values() -> None:
+    # Right on the value cases, 1% too high on the cases only the property judges: the property must see it.
+    measured = {c.args[0].shape for c in make_cases(EXERCISES["09.6"], 0) if c.group != "values"}
+
+    def too_high_when_measured(logits, targets, ignore_index=-100):
+        scale = 1.01 if logits.shape in measured else 1.0
+        return scale * _loss_by_position_with_module(logits, targets, ignore_index)
+
+    result = check("09.6", too_high_when_measured)
+    assert result.status is Status.FAIL and result.message.startswith("agrees with cross_entropy"), result
+    assert (
+        "count-weighted mean of the answer" in result.message and "F.cross_entropy over all" in result.message
+    )
+
+
+def test_a_negative_loss_fails_even_when_the_weighted_mean_agrees() -> None:
+    exercise = EXERCISES["09.6"]
+    case = next(c for c in make_cases(exercise, 0) if c.group != "values")
+    right = exercise.reference(*case.args, **case.kwargs)
+    counts = (case.args[1] != case.kwargs.get("ignore_index", -100)).sum(0).double()
+    shift = torch.zeros_like(counts)
+    shift[0], shift[1] = -(right[0] + 1) / counts[0], (right[0] + 1) / counts[1]  # weighted mean unchanged
+    wrong = right + (shift * counts).float()
+    assert wrong[0] < 0
+    assert "lies in [0, inf)" in exercise.properties[0].holds(case, wrong)
+    assert exercise.properties[0].holds(case, right) is None
+
+
+def test_loss_by_position_cases_score_every_position_and_skip_some_targets() -> None:
+    for seed in (0, GRADER_SEED):
+        for case in make_cases(EXERCISES["09.6"], seed):
+            logits, targets = case.args
+            scored = targets != case.kwargs.get("ignore_index", -100)
+            assert scored.any(0).all() and not scored.all(0).all()  # no empty position, some skipped
+            assert logits.shape[0] != logits.shape[1]  # B != T: one loss per sequence has the wrong shape

@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from attn_edu.grading import Status, check
-from attn_edu.grading.checks.blocks import toy_sublayers
+from attn_edu.grading.checks.blocks import counted_block_flops, toy_sublayers
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("08.1", "08.2", "08.3", "08.4")
+IDS = ("08.1", "08.2", "08.3", "08.4", "08.6")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -49,6 +49,16 @@ def _swiglu_by_linear(x, w_gate, w_up, w_down):
     return F.linear(gate * torch.sigmoid(gate) * F.linear(x, w_up), w_down)
 
 
+def _crossover_by_search(d_model, d_ff):
+    def product(m, k, n):  # FLOPs of an (m, k) @ (k, n) product: m·n dot products of k multiply-adds
+        return 2 * m * k * n
+
+    T = 1
+    while 2 * product(T, d_model, T) <= 4 * product(T, d_model, d_model) + 2 * product(T, d_model, d_ff):
+        T += 1
+    return torch.tensor(T)
+
+
 @pytest.mark.parametrize(
     "exercise_id, fn",
     [
@@ -56,6 +66,7 @@ def _swiglu_by_linear(x, w_gate, w_up, w_down):
         ("08.2", _pre_norm_by_hand),
         ("08.3", _post_norm_by_torch_mha),
         ("08.4", _swiglu_by_linear),
+        ("08.6", _crossover_by_search),
     ],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
@@ -126,3 +137,31 @@ def test_the_gpt2_block_cases_are_not_causal_by_accident() -> None:
         x, *rest = case.args
         assert (full[:, :-1] - exercise.reference(x[:, :-1], *rest)).abs().max() < 1e-5  # no future leaks
         assert (full - exercise.mistakes[0].fn(*case.args)).abs().max() > 1e-3
+
+
+def _off_on_the_measured_cases(shift: int):
+    """Right on the value cases, ``shift`` away from the answer on the cases FlopCounterMode measures."""
+    measured = {c.args for c in make_cases(EXERCISES["08.6"], 0) if c.group != "values"}
+    return lambda C, F: _crossover_by_search(C, F) + (shift if (C, F) in measured else 0)
+
+
+def test_flop_counter_catches_a_crossover_one_too_late_or_too_early() -> None:
+    late = check("08.6", _off_on_the_measured_cases(1))
+    assert late.status is Status.FAIL and "counted by FlopCounterMode" in late.message, late
+    assert "more already, so T = 24 is not the smallest" in late.message  # (6, 10): the tie is at T = 22
+    early = check("08.6", _off_on_the_measured_cases(-1))
+    assert (
+        early.status is Status.FAIL
+        and "11,616 FLOPs in q kᵀ and P v, 11,616 in the projections" in early.message
+    )
+
+
+def test_the_measured_block_ties_exactly_one_token_before_the_crossover() -> None:
+    # The counts of a real block, not the formula: the cases are ties, so > and >= give different answers.
+    for d_model, d_ff in [(6, 10), (9, 7), (8, 14)]:
+        T = 2 * d_model + d_ff
+        core, rest = counted_block_flops(d_model, d_ff, T)
+        assert (
+            core == rest
+            and counted_block_flops(d_model, d_ff, T + 1)[0] > counted_block_flops(d_model, d_ff, T + 1)[1]
+        )

@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from attn_edu.grading import Status, check
-from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.exercise import Case, make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("11.1", "11.2", "11.3", "11.4")
+IDS = ("11.1", "11.2", "11.3", "11.4", "11.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -102,3 +102,44 @@ def test_softmax_before_top_k_names_the_convention() -> None:
 def test_an_int_window_mask_gets_a_dtype_message() -> None:
     result = check("11.1", lambda T, S, window, causal=True: _window_by_loops(T, S, window, causal).int())
     assert result.status is Status.FAIL and "bool" in result.message
+
+
+# 11.5, a measurement: an independent count (a breadth-first walk over who reads whom), and a property that
+# catches an answer the value cases let through.
+
+
+def _layers_by_walking(seq_len, window):
+    reached, layers = {seq_len - 1}, 0  # the inputs the last token's output depends on after `layers` layers
+    while 0 not in reached:
+        grown = {s for t in reached for s in range(max(0, t - window + 1), t + 1)}
+        if grown == reached:
+            return torch.tensor(-1)  # nothing new: token 0 is never reached
+        reached, layers = grown, layers + 1
+    return torch.tensor(layers)
+
+
+def test_layers_to_reach_counted_by_walking_passes() -> None:
+    result = check("11.5", _layers_by_walking)
+    assert result.status is Status.PASS, result
+
+
+def test_layers_to_reach_off_by_one_on_the_property_cases_fails_the_property() -> None:
+    def off_on_some(seq_len, window):  # right on every value case, one layer too many on (13, 5), (14, 5)
+        return _layers_by_walking(seq_len, window) + (1 if seq_len in (13, 14) else 0)
+
+    result = check("11.5", off_on_some)
+    assert result.status is Status.FAIL and "reachability" in result.message, result
+    assert "3 layers of the mask already reach token 0, 12 positions back" in result.message, result
+
+
+def test_layers_to_reach_property_reports_both_facts() -> None:
+    holds = EXERCISES["11.5"].properties[0].holds
+    case = Case((13, 5))
+    assert holds(case, torch.tensor(3)) is None  # 3 · 4 = 12 positions back: exactly token 0
+    assert "reads 8 back, token 0 is 12" in holds(case, torch.tensor(2))
+    assert "already reach" in holds(case, torch.tensor(4))
+    assert holds(Case((9, 1)), torch.tensor(-1)) is None and holds(Case((1, 3)), torch.tensor(0)) is None
+    assert "never" in holds(Case((9, 2)), torch.tensor(-1)) and "0 or more" in holds(
+        Case((9, 2)), torch.tensor(-3)
+    )
+    assert holds(Case((9, 3)), torch.tensor(10**9)) is not None  # a huge answer is refused, quickly

@@ -15,7 +15,7 @@ from attn_edu.grading.checks import flash as flash_checks
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("12.1", "12.2", "12.3")
+IDS = ("12.1", "12.2", "12.3", "12.9")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -130,3 +130,30 @@ def test_backward_cases_cover_the_hard_inputs() -> None:
     assert any(kw["is_causal"] and q[-2] < S for q, S, kw in shapes)
     assert any(q[-2] % kw["block_q"] and S % kw["block_k"] for q, S, kw in shapes)
     assert any(q[0] > 1 for q, _, _ in shapes) and all(S > kw["block_k"] for _, S, kw in shapes)
+
+
+# 12.9, a measurement: an independent count (the tiles the forward would load, walked pair by pair), and a
+# property that catches an answer the value cases let through.
+
+
+def _tiles_by_pairs(seq_q, seq_k, block_m, block_n):
+    seen = {
+        (t // block_m, s // block_n) for t in range(seq_q) for s in range(seq_k) if s <= seq_k - seq_q + t
+    }  # the tiles that hold at least one visible (query, key) pair, bottom-right
+    return torch.tensor(len(seen))
+
+
+def test_tile_count_from_the_visible_pairs_passes() -> None:
+    result = check("12.9", _tiles_by_pairs)
+    assert result.status is Status.PASS, result
+
+
+def test_a_tile_count_wrong_only_on_the_property_cases_fails_the_property() -> None:
+    def off_on_some(
+        seq_q, seq_k, block_m, block_n
+    ):  # right on every value case, one tile short on (13, 13, 4, 4)
+        return _tiles_by_pairs(seq_q, seq_k, block_m, block_n) - (1 if (seq_q, seq_k) == (13, 13) else 0)
+
+    result = check("12.9", off_on_some)
+    assert result.status is Status.FAIL and "tiles of the causal mask" in result.message, result
+    assert "the causal mask has 10 tiles with a visible pair, the answer says 9" in result.message, result

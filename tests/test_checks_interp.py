@@ -9,7 +9,7 @@ from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("13.1", "13.2", "13.3", "13.4")
+IDS = ("13.1", "13.2", "13.3", "13.4", "13.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -105,3 +105,40 @@ def test_the_ablation_reference_matches_the_model_path() -> None:
 def test_a_bool_schedule_gets_a_dtype_message() -> None:
     result = check("13.4", lambda importance: _pruning_by_loop(importance).bool())
     assert result.status is Status.FAIL and "dtype" in result.message
+
+
+# 13.5, a measurement: an independent score (the eigenvalues of the (C, C) product w_ov w_uᵀ w_e, which has
+# the full circuit's nonzero ones), and a property that catches an answer the value cases let through.
+
+
+def _copying_from_the_small_product(w_ov, w_e, w_u):
+    eigenvalues = torch.linalg.eigvals(
+        (w_ov @ w_u.T @ w_e).double()
+    )  # the nonzero eigenvalues of w_e w_ov w_uᵀ
+    return (eigenvalues.real.sum() / eigenvalues.abs().sum()).float()
+
+
+def test_copying_score_from_the_small_product_passes() -> None:
+    result = check("13.5", _copying_from_the_small_product)
+    assert result.status is Status.PASS, result
+
+
+def test_copying_score_cases_plant_eigenvalues_that_w_ov_alone_does_not_have() -> None:
+    exercise, planted = (
+        EXERCISES["13.5"],
+        [c for c in make_cases(EXERCISES["13.5"], 0) if c.group != "values"],
+    )
+    scores = [float(exercise.reference(*c.args)) for c in planted]
+    assert scores[:2] == pytest.approx([1.0, -1.0], abs=1e-4)  # a copier, an anti-copier
+    assert scores[2] == pytest.approx(5 / (6 + 2 * 1.25**0.5), abs=1e-4)  # 3, -1, 0.5 ± i, 2, 0
+    w_ov_alone = [float(exercise.mistakes[2].fn(*c.args)) for c in planted]
+    assert sum(abs(a - b) > 0.05 for a, b in zip(scores, w_ov_alone)) >= 3
+
+
+def test_a_copying_score_wrong_only_on_the_planted_cases_fails_the_property() -> None:
+    def off_on_some(w_ov, w_e, w_u):  # right on every value case (V = 5, 7, 11, 23, 29), off on V = 9
+        return _copying_from_the_small_product(w_ov, w_e, w_u) - (0.05 if w_e.shape[0] == 9 else 0.0)
+
+    result = check("13.5", off_on_some)
+    assert result.status is Status.FAIL and "known eigenvalues" in result.message, result
+    assert "Σ Re λ / Σ |λ| = 1.0000, the answer says 0.9500" in result.message, result

@@ -8,6 +8,7 @@ import torch
 from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
+from attn_edu.kv_cache import kv_cache_bytes
 
 IDS = ("10.1", "10.2", "10.3", "10.4")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
@@ -109,6 +110,67 @@ def test_decoding_step_equals_the_last_row_of_the_full_causal_forward() -> None:
     full = _merge(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)) @ w_o.T
     step = get_exercise("10.5").reference(tokens[:, -1:], k[:, :, :S], v[:, :, :S], w_q, w_k, w_v, w_o, H)
     torch.testing.assert_close(step, full[:, -1:], atol=1e-5, rtol=1e-4)
+
+
+# 10.6: the bytes of a cache against the bytes of the weights.
+
+
+def _overtake_by_bisection(num_layers, num_kv_heads, head_dim, num_params, batch_size, bytes_per_number):
+    def cache_bytes(S):  # K and V of every layer, one (B, H_kv, S, D) tensor each
+        return num_layers * 2 * batch_size * num_kv_heads * S * head_dim * bytes_per_number
+
+    low, high = 0, 1  # cache_bytes(low) < weights <= cache_bytes(high)
+    while cache_bytes(high) < num_params * bytes_per_number:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if cache_bytes(middle) >= num_params * bytes_per_number else (middle, high)
+    return torch.tensor(high)
+
+
+def test_a_bisection_over_the_cache_length_passes() -> None:
+    result = check("10.6", _overtake_by_bisection)
+    assert result.status is Status.PASS, result
+
+
+def _off_on_the_measured_cases(shift: int):
+    measured = {c.args for c in make_cases(get_exercise("10.6"), 0) if c.group != "values"}
+    return lambda *args: _overtake_by_bisection(*args) + (shift if args in measured else 0)
+
+
+def test_a_real_kv_cache_catches_an_answer_one_token_off() -> None:
+    late, early = check("10.6", _off_on_the_measured_cases(1)), check("10.6", _off_on_the_measured_cases(-1))
+    for result, verdict in ((late, "already as many, so S ="), (early, "bytes (torch.")):
+        assert result.status is Status.FAIL and result.message.startswith("measured on a real KVCache"), (
+            result
+        )
+        assert "a real KVCache holds" in result.message and verdict in result.message
+
+
+def test_the_measured_cases_are_the_sizes_of_real_tiny_gpts() -> None:
+    from attn_edu.models import GPT, GPTConfig
+
+    exercise = get_exercise("10.6")
+    for case in (c for c in make_cases(exercise, 0) if c.group != "values"):
+        num_layers, num_kv_heads, head_dim, num_params, _, nbytes = case.args
+        C = num_kv_heads * head_dim
+        model = GPT(GPTConfig(40, 16, C, num_layers, num_kv_heads, 4 * C)).to(
+            {2: torch.bfloat16, 4: torch.float32}[nbytes]
+        )
+        assert sum(p.numel() * p.element_size() for p in model.parameters()) == num_params * nbytes
+        assert model.config.num_layers == num_layers and model.config.num_heads == num_kv_heads
+
+
+def test_llama_2_7b_caches_its_own_weights_after_25_706_tokens_at_batch_1() -> None:
+    # The notebook's claim, from the formula's other side: kv_cache_bytes at S and S - 1 against 2 bytes a weight.
+    reference, weights = get_exercise("10.6").reference, 6_738_415_616 * 2
+    for batch, expected in ((1, 25_706), (16, 1_607)):
+        S = int(reference(32, 32, 128, 6_738_415_616, batch, 2))
+        sizes = [
+            kv_cache_bytes(num_layers=32, num_kv_heads=32, seq_len=s, head_dim=128, batch_size=batch)
+            for s in (S - 1, S)
+        ]
+        assert S == expected and sizes[0] < weights <= sizes[1]
 
 
 def test_decoding_cases_cover_the_hard_inputs() -> None:

@@ -1,4 +1,5 @@
-"""Checks of notebook 04 (`attn_edu.grading.checks.masks`): right answers pass, stubs are not attempted, mistakes are named."""
+"""Checks of notebook 04 (`attn_edu.grading.checks.masks`): right answers pass, stubs are not attempted, mistakes are named,
+and 04.5's property (the padding masks' hidden entries) catches wrong fractions."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("04.1", "04.2", "04.3")
+IDS = ("04.1", "04.2", "04.3", "04.4", "04.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -93,3 +95,45 @@ def test_a_loop_over_queries_and_keys_passes_exercise_04_4() -> None:
         return out
 
     assert check("04.4", loops).passed
+
+
+def _waste_by_drawing_the_batches(lengths, batch_size):
+    # Draw every padded batch as a grid of real/padded tokens and count the score entries one by one.
+    ordered = sorted(lengths.tolist(), reverse=True)
+    hidden = total = 0
+    for start in range(0, len(ordered), batch_size):
+        batch = ordered[start : start + batch_size]
+        L = max(batch)
+        for length in batch:
+            real = [position < length for position in range(L)]
+            hidden += sum(not (a and b) for a in real for b in real)
+            total += L * L
+    return torch.tensor(hidden / total, dtype=torch.float64)
+
+
+def test_drawing_the_batches_passes_exercise_04_5() -> None:
+    assert check("04.5", _waste_by_drawing_the_batches).passed
+
+
+def test_one_batch_is_the_unsorted_waste_and_batches_of_one_waste_nothing() -> None:
+    reference = EXERCISES["04.5"].reference
+    lengths = torch.tensor([7, 2, 9, 4, 4])
+    assert float(reference(lengths, 5)) == 1 - (49 + 4 + 81 + 16 + 16) / (5 * 81)
+    assert float(reference(lengths, 1)) == 0.0
+    assert float(reference(lengths, 2)) < float(reference(lengths, 5))  # sorting pairs 9 with 7, 4 with 4
+
+
+def test_the_mask_count_catches_a_wrong_fraction() -> None:
+    exercise = EXERCISES["04.5"]
+    (prop,) = exercise.properties
+    cases = [c for c in make_cases(exercise, 0) if c.group == prop.name]
+    assert cases
+    for case in cases:
+        right = exercise.reference(*case.args)
+        assert prop.holds(case, right) is None
+        message = prop.holds(case, right + 0.01)
+        assert message and "hide" in message and f"({float(right):.6f})" in message, message
+        assert f"{float(right) + 0.01:.6f}" in message
+        unsorted = exercise.mistakes[0]  # batches in the given order
+        assert "sort" in unsorted.message and prop.holds(case, unsorted.fn(*case.args))
+        assert "0-d float64" in prop.holds(case, right[None])

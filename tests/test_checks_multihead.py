@@ -8,9 +8,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_edu.grading import Status, check
+from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("05.1", "05.2", "05.3", "05.4", "05.5")
+IDS = ("05.1", "05.2", "05.3", "05.4", "05.5", "05.6")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -91,3 +92,31 @@ def test_view_after_transpose_is_an_error_not_a_crash() -> None:
     # .view on the transposed heads raises inside the learner's code: the check reports it as an ERROR.
     result = check("05.2", lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1))
     assert result.status is Status.ERROR and "view" in result.message
+
+
+# 05.6: the count read off torch's own layers, and the property that counts a real module's tensors.
+
+
+def _count_from_torch_layers(d_model, num_heads, num_kv_heads, bias):
+    kv_width = num_kv_heads * (d_model // num_heads)
+    with torch.device("meta"):  # plain nn.Linear layers, no attn_edu: shapes without memory
+        layers = [nn.Linear(d_model, width, bias=bias) for width in (d_model, kv_width, kv_width, d_model)]
+    return torch.tensor(sum(p.numel() for layer in layers for p in layer.parameters()))
+
+
+def test_a_count_from_torch_linear_layers_passes_05_6() -> None:
+    result = check("05.6", _count_from_torch_layers)
+    assert result.status is Status.PASS and "1 property holds" in result.message, result
+
+
+def test_the_module_count_catches_an_answer_off_by_one() -> None:
+    exercise = get_exercise("05.6")
+    prop = exercise.properties[0]
+    cases = [c for c in make_cases(exercise, 0) if c.group == prop.name]
+    assert any(c.args[2] == 1 for c in cases) and any(c.args[3] for c in cases)  # MQA, and biases
+    for case in cases:
+        right = exercise.reference(*case.args)
+        assert prop.holds(case, right) is None
+        wrong = prop.holds(case, right + 1)
+        assert wrong is not None and f"{int(right):,}" in wrong and f"{int(right) + 1}" in wrong, wrong
+    assert prop.holds(cases[0], torch.tensor(float(exercise.reference(*cases[0].args)))) is not None

@@ -11,8 +11,9 @@ import torch
 from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
+from attn_edu.positional import wavelengths
 
-IDS = ("06.1", "06.2", "06.3")
+IDS = ("06.1", "06.2", "06.3", "06.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -109,3 +110,45 @@ def test_the_shaw_cases_clip_distances_on_both_sides() -> None:
         clipped_both_ways |= bool(distance.min() < -max_distance and distance.max() > max_distance)
     assert clipped_both_ways
     assert any(case.args[0].shape[-2] != case.args[1].shape[-2] for case in cases)
+
+
+# 06.5: least squares by the normal equations, and the property that checks a fit by them.
+
+
+def _fit_by_normal_equations(table, k):
+    A, B = table[:-k], table[k:]
+    return torch.linalg.solve(A.T @ A, A.T @ B)  # AᵀA M = AᵀB, the textbook route
+
+
+def test_a_fit_by_the_normal_equations_passes_06_5() -> None:
+    result = check("06.5", _fit_by_normal_equations)
+    assert result.status is Status.PASS, result
+    assert check("06.5", lambda table, k: torch.linalg.pinv(table[:-k]) @ table[k:]).status is Status.PASS
+
+
+def _rotation_by_hand(table, k):
+    D = table.shape[-1]
+    angle = k * 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    blocks = [torch.tensor([[c, -s], [s, c]], dtype=torch.float64) for c, s in zip(angle.cos(), angle.sin())]
+    return torch.block_diag(*blocks)  # M_kᵀ for rows, the paper's base
+
+
+def test_the_exact_rotation_is_not_a_fit() -> None:
+    # M_kᵀ is right for a pure sinusoidal table with the paper's base, not for another base or a mixed table.
+    result = check("06.5", _rotation_by_hand)
+    assert result.status is Status.FAIL and "values differ" in result.message
+
+
+def test_the_normal_equations_catch_a_map_that_does_not_fit() -> None:
+    exercise = get_exercise("06.5")
+    prop = exercise.properties[0]
+    cases = [c for c in make_cases(exercise, 0) if c.group == prop.name]
+    for case in cases:
+        fitted = exercise.reference(*case.args)
+        assert prop.holds(case, fitted) is None
+        assert prop.holds(case, _rotation_by_hand(*case.args)) is None  # the exact M_kᵀ fits these tables
+        nudged = prop.holds(case, fitted + 1e-3 * torch.ones_like(fitted))
+        assert nudged is not None and "‖Aᵀ(A M − B)‖" in nudged and "of ‖Aᵀ B‖" in nudged, nudged
+    # the slow pairs of a 16-wide table do not turn within 250 rows: the property asks nothing of them
+    table, k = cases[0].args
+    assert table.shape == (250, 16) and bool((wavelengths(16) > len(table) - k).any())

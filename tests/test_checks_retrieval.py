@@ -9,6 +9,7 @@ import torch
 
 from attn_edu import retrieval
 from attn_edu.grading import Status, check
+from attn_edu.grading.command import GRADER_SEED
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
@@ -35,8 +36,21 @@ def _nw_by_loop(x_query, x_train, y_train, bandwidth=1.0):
     return out
 
 
-def _pool_with_torch(query, keys, values):
-    return torch.nn.functional.scaled_dot_product_attention(query, keys, values)
+def _best_bandwidth_by_loop(x_train, y_train, x_val, y_val, bandwidths):
+    # every candidate's validation error with plain Python loops in float64, then the smallest by hand
+    best, best_error = None, math.inf
+    for sigma in bandwidths:
+        error = 0.0
+        for x, y in zip(x_val.tolist(), y_val.tolist()):
+            kernel = [math.exp(-((x - xi) ** 2) / (2 * float(sigma) ** 2)) for xi in x_train.tolist()]
+            if sum(kernel) == 0:  # every kernel value underflowed: the nearest training point's target
+                nearest = min(range(len(x_train)), key=lambda i: abs(x - float(x_train[i])))
+                kernel = [float(i == nearest) for i in range(len(x_train))]
+            prediction = sum(w * yi for w, yi in zip(kernel, y_train.tolist())) / sum(kernel)
+            error += (prediction - y) ** 2 / len(x_val)
+        if error < best_error:
+            best, best_error = sigma, error
+    return best.clone()  # 0-d, float32 like the candidates
 
 
 def _additive_by_loop(query, keys, values, w_q, w_k, v):
@@ -60,7 +74,7 @@ def _additive_by_loop(query, keys, values, w_q, w_k, v):
     [
         ("01.1", _soft_lookup_by_loop),
         ("01.2", _nw_by_loop),
-        ("01.3", _pool_with_torch),
+        ("01.3", _best_bandwidth_by_loop),
         ("01.4", _additive_by_loop),
     ],
 )
@@ -70,11 +84,10 @@ def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
 
 
 def test_cases_cover_t_not_s_odd_heads_and_non_powers_of_two() -> None:
-    for exercise_id in ("01.1", "01.3"):
-        cases = make_cases(EXERCISES[exercise_id], 0)
-        assert any(c.args[0].shape[-2] != c.args[1].shape[-2] for c in cases)
-        assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in cases)
-        assert any(c.args[0].shape[-1] & (c.args[0].shape[-1] - 1) for c in cases)
+    cases = make_cases(EXERCISES["01.1"], 0)
+    assert any(c.args[0].shape[-2] != c.args[1].shape[-2] for c in cases)
+    assert any(c.args[0].ndim == 4 and c.args[0].shape[1] % 2 == 1 for c in cases)
+    assert any(c.args[0].shape[-1] & (c.args[0].shape[-1] - 1) for c in cases)
     nw = make_cases(EXERCISES["01.2"], 0)
     assert all(c.kwargs["bandwidth"] != 1.0 for c in nw)  # σ, σ² and σ⁴ must differ
     assert any(len(c.args[0]) != len(c.args[1]) for c in nw)
@@ -117,6 +130,52 @@ def test_the_references_are_the_library() -> None:
     x, y = torch.rand(9, generator=g), torch.randn(9, generator=g)
     far = EXERCISES["01.2"].reference(torch.rand(4, generator=g), x, y, bandwidth=1e4)
     torch.testing.assert_close(far, y.mean().expand(4))
+    # 01.3 on section 6's kind of data: the validation winner is neither the smallest nor the largest bandwidth.
+    candidates = torch.tensor([0.01, 0.25, 10.0])
+    x_train, x_val = torch.rand(60, generator=g) * 5, torch.rand(40, generator=g) * 5
+    y_train = torch.sin(2 * x_train) + 0.3 * torch.randn(60, generator=g)  # noisy: 0.01 chases the noise
+    y_val = torch.sin(2 * x_val) + 0.3 * torch.randn(40, generator=g)
     torch.testing.assert_close(
-        EXERCISES["01.3"].reference(q, k, v), retrieval.soft_lookup(q, k, v, temperature=math.sqrt(3))
+        EXERCISES["01.3"].reference(x_train, y_train, x_val, y_val, candidates), torch.tensor(0.25)
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 01.3, the measurement: every case separates the slips, and the property catches a wrong pick by itself
+
+
+@pytest.mark.parametrize("seed", [0, GRADER_SEED])
+def test_bandwidth_cases_give_every_slip_its_own_answer(seed: int) -> None:
+    exercise = EXERCISES["01.3"]
+    for case in make_cases(exercise, seed):
+        x_train, y_train, x_val, y_val, bandwidths = case.args
+        assert len(x_train) != len(x_val) and not (bandwidths == bandwidths.round()).any()
+        answers = [exercise.reference(*case.args)] + [m.fn(*case.args) for m in exercise.mistakes[:2]]
+        assert len({float(a) for a in answers}) == 3  # best, worst, training-error winner: all different
+
+
+def _runner_up_on_property_cases():
+    """Right on the value cases; on the property's cases the second-best candidate (or a non-candidate)."""
+    exercise = EXERCISES["01.3"]
+    property_cases = [c for c in make_cases(exercise, 0) if c.group != "values"]
+
+    def answer(x_train, y_train, x_val, y_val, bandwidths, *, off_grid=False):
+        if not any(torch.equal(x_train, c.args[0]) for c in property_cases):
+            return exercise.reference(x_train, y_train, x_val, y_val, bandwidths)
+        errors = torch.stack(
+            [(_nw_by_loop(x_val, x_train, y_train, float(b)) - y_val).pow(2).mean() for b in bandwidths]
+        )
+        best = bandwidths[errors.argmin()]
+        return best * 1.1 if off_grid else bandwidths[errors.argsort()[1]]
+
+    return answer
+
+
+def test_the_property_recomputes_every_candidates_error() -> None:
+    answer = _runner_up_on_property_cases()
+    second = check("01.3", answer)
+    assert second.status is Status.FAIL and second.message.startswith("the lowest validation error: σ = ")
+    assert "has validation MSE" in second.message and ", the lowest, for x_train" in second.message
+    off = check("01.3", lambda *args: answer(*args, off_grid=True))
+    assert off.status is Status.FAIL and "is not one of the candidates" in off.message
+    assert "lowest mean squared error" in off.hint

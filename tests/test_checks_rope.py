@@ -11,7 +11,7 @@ from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("07.1", "07.2", "07.3")
+IDS = ("07.1", "07.2", "07.3", "07.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -107,3 +107,45 @@ def test_yarn_cases_cover_the_hard_inputs() -> None:
     assert any(c.args[0] & (c.args[0] - 1) for c in cases)  # a head_dim that is not a power of two
     assert any(c.args[2] & (c.args[2] - 1) for c in cases)  # a context that is not a power of two
     assert any("beta_fast" in c.kwargs for c in cases) and any("base" in c.kwargs for c in cases)
+
+
+# 07.5: the score by distance from complex numbers, and the property that measures it at absolute positions.
+
+
+def _score_by_distance_complex(q, k, max_distance, base):
+    D = q.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    zq = torch.complex(q[: D // 2].double(), q[D // 2 :].double())  # half-split pairs as complex numbers
+    zk = torch.complex(k[: D // 2].double(), k[D // 2 :].double())
+    turn = torch.exp(1j * torch.arange(max_distance + 1, dtype=torch.float64)[:, None] * theta)  # (N, D/2)
+    return (zq * turn * zk.conj()).sum(-1).real.to(q.dtype)  # Re Σ q_i e^(iδθ_i) conj(k_i)
+
+
+def test_a_complex_number_version_passes_07_5() -> None:
+    result = check("07.5", _score_by_distance_complex)
+    assert result.status is Status.PASS and "1 property holds" in result.message, result
+
+
+def test_the_all_ones_case_shows_the_decay() -> None:
+    exercise = get_exercise("07.5")
+    ones = [c for c in make_cases(exercise, 0) if c.group == "values" and bool((c.args[0] == 1).all())]
+    assert len(ones) == 1
+    scores = exercise.reference(*ones[0].args)  # Σ_i 2 cos(δ θ_i)
+    D = ones[0].args[0].shape[-1]
+    assert float(scores[0]) == D and float(scores[-100:].abs().mean()) < 0.25 * D
+
+
+def test_the_absolute_positions_catch_the_wrong_sign_but_not_on_q_equal_k() -> None:
+    exercise = get_exercise("07.5")
+    prop = exercise.properties[0]
+    cases = [c for c in make_cases(exercise, 0) if c.group == prop.name]
+    flipped = exercise.mistakes[0]  # k turned to δ instead of q: the score at -δ
+    assert "wrong sign" in flipped.message
+    for case in cases:
+        assert prop.holds(case, exercise.reference(*case.args)) is None
+        q, k = case.args[:2]
+        wrong = prop.holds(case, flipped.fn(*case.args))
+        if torch.equal(q, k):
+            assert wrong is None  # cos is even: q = k cannot tell δ from -δ
+        else:
+            assert wrong is not None and "max difference" in wrong and "position" in wrong, wrong

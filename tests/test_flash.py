@@ -6,8 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attn_edu.flash
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.flash import (
+    causal_tile_count,
     combine_splits,
     logsumexp_from_stats,
     online_softmax,
@@ -190,6 +192,28 @@ def test_causal_never_reads_key_blocks_in_the_future():
     v[..., 48:, :] = float("nan")  # a key block no query before position 48 may see
     out = tiled_attention(q, k, v, is_causal=True, block_q=16, block_k=16)
     assert torch.isfinite(out[..., :48, :]).all()  # those query blocks skipped the poisoned block
+
+
+@pytest.mark.parametrize(
+    "T, S, block_q, block_k", [(10, 10, 4, 3), (5, 9, 4, 4), (12, 5, 5, 2), (64, 64, 16, 16), (1, 7, 3, 8)]
+)
+def test_causal_tile_count_is_what_the_forward_computes(T, S, block_q, block_k, monkeypatch):
+    mask = causal_mask(T, S)  # (T, S)
+    tiles = [
+        mask[i : i + block_q, j : j + block_k] for i in range(0, T, block_q) for j in range(0, S, block_k)
+    ]
+    assert causal_tile_count(T, S, block_q, block_k) == sum(bool(tile.any()) for tile in tiles)
+    computed, tile_allowed = [], attn_edu.flash._tile_allowed  # called once for every tile computed
+
+    def counting(*args, **kwargs):
+        computed.append(args[:4])
+        return tile_allowed(*args, **kwargs)
+
+    monkeypatch.setattr(attn_edu.flash, "_tile_allowed", counting)
+    tiled_attention_forward(*_qkv(1, T=T, S=S), is_causal=True, block_q=block_q, block_k=block_k)
+    assert len(computed) == causal_tile_count(T, S, block_q, block_k)
+    with pytest.raises(ValueError, match="block_k: expected a positive int"):
+        causal_tile_count(T, S, block_q, 0)
 
 
 # --- half precision and bad input -------------------------------------------------------------

@@ -50,10 +50,10 @@ BODIES = {
         f"{WRONG_BUT_RIGHT_SHAPE}.as_subclass(Liar)"
     ),
     **{name: f"{patch}\n{WRONG_BUT_RIGHT_SHAPE}" for name, patch in PATCHES.items()},
-    "calls_reference": "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, mask)",
+    "calls_reference": "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, scale=scale)",
     "profiler_off": (
         "import sys\nsys.setprofile(None)\n"
-        "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, mask)"
+        "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, scale=scale)"
     ),
 }
 

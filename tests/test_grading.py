@@ -31,7 +31,7 @@ def _one_thread():
 
 
 def test_not_implemented_is_not_attempted() -> None:
-    def todo(q, k, mask=None):
+    def todo(q, k, scale=None):
         raise NotImplementedError("Exercise 02.1: ...")
 
     result = check("02.1", todo)
@@ -41,15 +41,19 @@ def test_not_implemented_is_not_attempted() -> None:
 @pytest.mark.parametrize(
     "answer, status, words",
     [
-        (lambda q, k, mask=None: [[0.5]], Status.FAIL, "got list"),
-        (lambda q, k, mask=None: np.zeros(3), Status.FAIL, "got ndarray"),
-        (lambda q, k, mask=None: type("Yes", (), {"__eq__": lambda s, o: True})(), Status.FAIL, "got Yes"),
-        (lambda q, k, mask=None: torch.zeros(1).as_subclass(torch.nn.Parameter), Status.FAIL, "subclass"),
-        (lambda q, k, mask=None: q @ k.transpose(-2, -1) @ k.transpose(-2, -1), Status.ERROR, "RuntimeError"),
-        (lambda q, k, mask=None: (_ for _ in ()).throw(SystemExit(3)), Status.ERROR, "SystemExit"),
-        (lambda q, k, mask=None: (k @ q.transpose(-2, -1)).softmax(-1), Status.FAIL, "expected shape"),
+        (lambda q, k, scale=None: [[0.5]], Status.FAIL, "got list"),
+        (lambda q, k, scale=None: np.zeros(3), Status.FAIL, "got ndarray"),
+        (lambda q, k, scale=None: type("Yes", (), {"__eq__": lambda s, o: True})(), Status.FAIL, "got Yes"),
+        (lambda q, k, scale=None: torch.zeros(1).as_subclass(torch.nn.Parameter), Status.FAIL, "subclass"),
         (
-            lambda q, k, mask=None: get_exercise("02.1").reference(q.double(), k.double(), mask),
+            lambda q, k, scale=None: q @ k.transpose(-2, -1) @ k.transpose(-2, -1),
+            Status.ERROR,
+            "RuntimeError",
+        ),
+        (lambda q, k, scale=None: (_ for _ in ()).throw(SystemExit(3)), Status.ERROR, "SystemExit"),
+        (lambda q, k, scale=None: (k @ q.transpose(-2, -1)).softmax(-1), Status.FAIL, "expected shape"),
+        (
+            lambda q, k, scale=None: get_exercise("02.1").reference(q.double(), k.double(), scale),
             Status.FAIL,
             "dtype",
         ),
@@ -62,7 +66,7 @@ def test_wrong_answers_get_a_status(answer, status: Status, words: str) -> None:
 
 
 def test_a_slow_function_times_out() -> None:
-    def forever(q, k, mask=None):
+    def forever(q, k, scale=None):
         while True:
             pass
 
@@ -90,13 +94,13 @@ def test_strict_mode_raises_for_anything_but_pass(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ATTN_EDU_STRICT", "1")
     assert check("02.3", get_exercise("02.3").reference).passed
     with pytest.raises(AssertionError, match="02.3"):
-        check("02.3", lambda lengths, T: None)
+        check("02.3", lambda B, H, T, S, D, Dv: None)
 
 
 def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTN_EDU_GRADER_CHILD", "1")
 
-    def never_called(lengths, T):
+    def never_called(B, H, T, S, D, Dv):
         raise AssertionError("the grading process calls it itself")
 
     check("02.3", never_called)
@@ -109,10 +113,10 @@ def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPat
 
 def test_result_shows_as_coloured_line() -> None:
     passed = check("02.3", get_exercise("02.3").reference)
-    failed = check("02.3", lambda lengths, T: ~get_exercise("02.3").reference(lengths, T))
+    failed = check("02.3", lambda *sizes: get_exercise("02.3").reference(*sizes) // 2)
     assert repr(passed).startswith("✔ Exercise 02.3 passed") and "#1a7f37" in passed._repr_html_()
     assert repr(failed).startswith("✘ Exercise 02.3 failed") and "#cf222e" in failed._repr_html_()
-    assert "Hint: the mask is inverted" in repr(failed)
+    assert "Hint: that counts each multiply-add once" in repr(failed)
     assert "<b>Hint:</b>" in failed._repr_html_()
 
 

@@ -214,3 +214,12 @@ def test_checkpoint_names_live_in_interop_only() -> None:
                 if f'"{name}' in code or f"'{name}" in code or f".{name}" in code:
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "checkpoint names outside interop.py:\n" + "\n".join(found)
+
+
+def test_importing_the_grading_package_leaves_triton_unimported() -> None:
+    # Triton reads TRITON_INTERPRET once, when first imported: the exercise notebooks and the grader's worker
+    # set it after importing attn_edu.grading, so nothing there may import triton (torch.utils.flop_counter
+    # does, through torch._inductor: import it inside the function that counts).
+    code = "import sys, attn_edu.grading, attn_edu.grading.registry; print('triton' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False", "importing attn_edu.grading imports triton"

@@ -11,7 +11,14 @@ from torch import nn
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.masks import causal_mask, combine_masks, key_mask, padding_mask, to_torch_polarity
-from attn_edu.multihead import MultiHeadAttention, SupportsKVCache, merge_heads, repeat_kv, split_heads
+from attn_edu.multihead import (
+    MultiHeadAttention,
+    SupportsKVCache,
+    attention_parameter_count,
+    merge_heads,
+    repeat_kv,
+    split_heads,
+)
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -453,3 +460,36 @@ def test_bad_cache_and_helper_errors():
         merge_heads(torch.randn(2, 8))
     with pytest.raises(ValueError, match="n_rep"):
         repeat_kv(torch.randn(1, 2, 3, 4), 0)
+
+
+# --- parameter count -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("embed_dim", "num_heads", "num_kv_heads", "head_dim", "bias"),
+    [(512, 8, None, None, True), (35, 7, 1, None, True), (24, 6, 3, None, False), (20, 4, 2, 7, True),
+     (4096, 32, 8, None, False)],
+)  # fmt: skip
+def test_attention_parameter_count_is_what_the_module_holds(
+    embed_dim, num_heads, num_kv_heads, head_dim, bias
+):
+    with torch.device("meta"):  # shapes without memory
+        layer = MultiHeadAttention(
+            embed_dim, num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias
+        )
+    counted = sum(p.numel() for p in layer.parameters())
+    assert (
+        attention_parameter_count(
+            embed_dim, num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, bias=bias
+        )
+        == counted
+    )
+
+
+def test_attention_parameter_count_errors():
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        attention_parameter_count(24, 6, num_kv_heads=4)
+    with pytest.raises(ValueError, match="num_heads"):
+        attention_parameter_count(25, 6)
+    with pytest.raises(ValueError, match="bias"):
+        attention_parameter_count(24, 6, bias=1)

@@ -23,6 +23,7 @@ from attn_edu.positional import (
     alibi_bias_from_slopes,
     alibi_slopes,
     clipped_relative_positions,
+    fit_shift_map,
     relative_positions,
     rotation_matrix,
     shaw_attention,
@@ -104,6 +105,31 @@ def test_rotation_errors():
         rotation_matrix(1.5, 4)
     with pytest.raises(ValueError, match="D"):
         shift_by_rotation(torch.zeros(3, 5), 1)
+
+
+def test_fit_shift_map_recovers_the_rotation_where_the_pairs_turn():
+    pe = sinusoidal_encoding(300, 10, base=1000.0, dtype=torch.float64)  # every pair turns within 300
+    torch.testing.assert_close(fit_shift_map(pe, 7), rotation_matrix(7, 10, base=1000.0).T)
+    # The paper's base over 100 positions: the slowest pairs hardly move; the fast ones are still exact.
+    short = sinusoidal_encoding(100, 16, dtype=torch.float64)
+    M, exact = fit_shift_map(short, 5), rotation_matrix(5, 16).T
+    torch.testing.assert_close(short[:-5] @ M, short[5:])  # the data is fitted anyway
+    torch.testing.assert_close(M[:4, :4], exact[:4, :4])  # pairs 0, 1: periods 6.3 and 20 positions
+    # Any linear view of the table shifts linearly too: M = W⁻¹ M_kᵀ W for positions seen through W.
+    W = torch.eye(10, dtype=torch.float64) + 0.2 * torch.randn(
+        10, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    expected = torch.linalg.solve(W, rotation_matrix(7, 10, base=1000.0).T @ W)
+    torch.testing.assert_close(fit_shift_map(pe @ W, 7), expected)
+
+
+def test_fit_shift_map_errors():
+    with pytest.raises(ValueError, match="k: expected an int shift"):
+        fit_shift_map(torch.zeros(5, 4), 5)
+    with pytest.raises(ValueError, match="table"):
+        fit_shift_map(torch.zeros(5, 4, dtype=torch.long), 1)
+    with pytest.raises(ValueError, match="table"):
+        fit_shift_map(torch.zeros(5), 1)
 
 
 # ---------------------------------------------------------------- learned

@@ -275,3 +275,14 @@ def test_every_exercise_heading_shows_its_difficulty_and_time() -> None:
         ]
         assert len(headings) == 1, f"{exercise_id}: expected one heading, found {headings}"
         assert headings[0].endswith(f" · {badge(exercise)}"), f"{exercise_id}: {headings[0]}"
+
+
+def test_every_notebook_has_a_build_and_a_measure_exercise() -> None:
+    graded = {i: e for i, e in exercises().items() if not i.startswith("00.")}
+    assert len(graded) >= 70, f"{len(graded)} graded exercises"
+    for number in [f"{n:02d}" for n in range(1, 14)]:
+        kinds = {e.kind for i, e in graded.items() if i.startswith(f"{number}.")}
+        assert {"build", "measure"} <= kinds, f"notebook {number} has exercises of kinds {sorted(kinds)}"
+    for exercise_id, exercise in graded.items():
+        if exercise.kind == "measure":  # checked by what the answer must satisfy, not by a second formula
+            assert any(p.holds is not None for p in exercise.properties), exercise_id

@@ -11,6 +11,7 @@ from attn_edu.sparse import (
     bigbird_mask,
     dilated_window_mask,
     global_tokens_mask,
+    layers_to_reach,
     lsh_buckets,
     lsh_mask,
     mask_density,
@@ -98,6 +99,23 @@ def test_bigbird_is_window_or_global_or_random_and_gets_sparser():
     assert densities[0] > densities[1] > densities[2]
     q = k = v = torch.randn(1, T, 8)
     assert torch.isfinite(scaled_dot_product_attention(q, k, v, mask)).all()
+
+
+@pytest.mark.parametrize(
+    "seq_len, window", [(1, 1), (1, 5), (2, 1), (9, 1), (7, 3), (11, 4), (13, 20), (40, 6)]
+)
+def test_layers_to_reach_is_the_first_power_of_the_mask_that_reaches_token_0(seq_len, window):
+    mask = sliding_window_mask(seq_len, window=window).int()  # (T, T): output t reads input s
+    reach, powers = torch.eye(seq_len, dtype=torch.int), []
+    for _ in range(seq_len + 1):  # a chain longer than seq_len adds nothing new
+        powers.append(bool(reach[-1, 0]))
+        reach = (reach @ mask).clamp(max=1)
+    want = powers.index(True) if any(powers) else -1
+    assert layers_to_reach(seq_len, window) == want
+    with pytest.raises(ValueError, match="window: expected a positive int"):
+        layers_to_reach(seq_len, 0)
+    with pytest.raises(ValueError, match="seq_len: expected a positive int"):
+        layers_to_reach(0, window)
 
 
 def test_mask_density():

@@ -7,7 +7,8 @@ tensors. The solution notebook's kernels pass all four in the grader; the slips 
   message the exercise gives for it; the stub's ``NotImplementedError``, which the interpreter re-raises
   wrapped, is "not attempted".
 - With the grading command: the solution notebook passes; a kernel that never ends is a TIMEOUT, a kernel that
-  stores far out of bounds kills its process (SIGSEGV), which the grader reports; the JSON is written each time.
+  stores far out of bounds is stopped by the bounds watch (:mod:`attn_edu.grading.bounds`) and reported, and
+  one that crashes its process (SIGSEGV) is reported too; the JSON is written each time.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ KERNELS = textwrap.dedent(
     import torch, triton, triton.language as tl
     from attn_edu.grading import check
 
-    def make_softmax(fill, normalise=True, subtract_max=True):
+    def make_softmax(fill, normalise=True, subtract_max=True, store_mask=True):
         @triton.jit
         def kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr, FILL: tl.constexpr,
-                   NORMALISE: tl.constexpr, SUBTRACT_MAX: tl.constexpr):
+                   NORMALISE: tl.constexpr, SUBTRACT_MAX: tl.constexpr, STORE_MASK: tl.constexpr):
             row = tl.program_id(0)
             cols = tl.arange(0, BLOCK)
             x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
@@ -50,12 +51,16 @@ KERNELS = textwrap.dedent(
             e = tl.exp(x)
             if NORMALISE:
                 e = e / tl.sum(e, axis=0)
-            tl.store(out_ptr + row * row_stride + cols, e, mask=cols < n_cols)
+            if STORE_MASK:
+                tl.store(out_ptr + row * row_stride + cols, e, mask=cols < n_cols)
+            else:  # every lane written, the padding ones past the row (and past the tensor, in the last row)
+                tl.store(out_ptr + row * row_stride + cols, e)
 
         def softmax_rows(x):
             out = torch.empty_like(x)
             kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]),
-                                  FILL=fill, NORMALISE=normalise, SUBTRACT_MAX=subtract_max)
+                                  FILL=fill, NORMALISE=normalise, SUBTRACT_MAX=subtract_max,
+                                  STORE_MASK=store_mask)
             return out
         return softmax_rows
 
@@ -99,6 +104,7 @@ KERNELS = textwrap.dedent(
         "softmax not normalised": ("12.4", make_softmax(INF, normalise=False)),
         "softmax without max": ("12.4", make_softmax(INF, subtract_max=False)),
         "softmax stub": ("12.4", stub),
+        "softmax store without mask": ("12.4", make_softmax(INF, store_mask=False)),
         "lse right": ("12.5", make_lse(INF)),
         "lse no rescale": ("12.5", make_lse(INF, rescale=False)),
         "lse zero lanes": ("12.5", make_lse(0.0)),
@@ -147,6 +153,13 @@ def test_a_kernel_without_its_maximum_fails_on_large_scores(checked: dict[str, l
     assert given == get_exercise("12.4").properties[0].message
 
 
+def test_a_store_without_its_mask_is_stopped_in_the_notebook(checked: dict[str, list[str]]) -> None:
+    # The interpreter writes through raw CPU addresses; the bounds watch stops the store before it lands.
+    status, message, _ = checked["softmax store without mask"]
+    assert status == "ERROR" and "OutOfBounds" in message and "tl.store" in message, checked
+    assert "of out_ptr, which holds 15" in message, message  # the first case: x (3, 5) in a block of 8
+
+
 def test_the_stub_kernel_is_not_attempted(checked: dict[str, list[str]]) -> None:
     assert checked["softmax stub"][0] == "NOT_ATTEMPTED", checked["softmax stub"]
 
@@ -189,21 +202,26 @@ def _grade(paths: list[Path], tmp_path: Path) -> dict[str, dict[str, dict]]:
 
 def test_the_grader_passes_the_solution_and_survives_hostile_kernels(tmp_path: Path) -> None:
     looping = _with_kernel_body(tmp_path, "looping.ipynb", "while True:\n    pass")
-    crashing = _with_kernel_body(
+    stray = _with_kernel_body(
         tmp_path,
-        "crashing.ipynb",
+        "stray.ipynb",
         "cols = tl.arange(0, BLOCK)\ntl.store(out_ptr + cols + 1_000_000_000_000, tl.zeros([BLOCK], tl.float32))",
     )
+    crashing = _with_kernel_body(tmp_path, "crashing.ipynb", "import ctypes\n\nctypes.string_at(0)")
     untouched = _with_kernel_body(
         tmp_path, "untouched.ipynb", 'raise NotImplementedError("Exercise 12.4: ...")'
     )
-    graded = _grade([SOLUTION, untouched, looping, crashing], tmp_path)
+    graded = _grade([SOLUTION, untouched, looping, stray, crashing], tmp_path)
     solution = graded["12_flash_attention"]
     kernels = ("12.4", "12.5", "12.7", "12.8")
     assert all(solution[i]["status"] == "PASS" for i in kernels), {i: solution[i] for i in kernels}
     assert all(graded["untouched"][i]["status"] == "NOT_ATTEMPTED" for i in kernels), graded["untouched"]
     assert graded["looping"]["12.4"]["status"] == "TIMEOUT", graded["looping"]["12.4"]
     assert graded["looping"]["12.5"]["status"] == "NOT_ATTEMPTED"  # graded after the timeout
-    crashed = graded["crashing"]["12.4"]
+    caught = graded["stray"]["12.4"]  # the interpreter's bounds watch stops the store before it happens
+    assert caught["status"] == "ERROR" and "OutOfBounds" in caught["message"], caught
+    assert "tl.store of 8 lane(s) outside every tensor" in caught["message"], caught
+    assert graded["stray"]["12.5"]["status"] == "NOT_ATTEMPTED"  # the process lives on to grade the rest
+    crashed = graded["crashing"]["12.4"]  # a crash of another kind still ends only its own process
     assert crashed["status"] == "ERROR" and "SIGSEGV" in crashed["message"], crashed
     assert graded["crashing"]["12.1"]["status"] == "NOT_ATTEMPTED"  # graded before the crash

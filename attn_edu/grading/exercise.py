@@ -35,10 +35,18 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Property:
-    """A requirement tested on its own cases (``Case.group == name``) after the values agree."""
+    """A requirement tested on its own cases (``Case.group == name``) after the values agree.
+
+    Without ``holds`` the learner's output on those cases is compared with the reference's. With it, the
+    output is judged by the predicate alone: ``holds(case, output)`` returns ``None`` when the property holds,
+    else what is wrong in numbers. A *measurement* exercise checks its answer this way, by what the number
+    must satisfy (the FLOPs that PyTorch's counter counts, the least-squares optimality of a fit), not by a
+    second copy of the formula.
+    """
 
     name: str  # e.g. "fully masked rows"
     message: str  # what the property demands, shown when it fails
+    holds: Callable[[Case, torch.Tensor], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class Exercise:
     points: int = 1  # points for a PASS
     difficulty: int = 1  # 1 warm-up, 2 takes thought, 3 a project (shown as stars in the notebook)
     minutes: int = 10  # about how long a learner who read the notebook needs
+    # "" a function to write; "build" assembles a module and matches a production peer; "measure" runs an
+    # experiment whose answer is checked by a Property with ``holds``; "triton" a kernel for Triton.
+    kind: str = ""
     atol: float = 1e-5  # float outputs match when |got - expected| <= atol + rtol * |expected|
     rtol: float = 1e-4
 
@@ -107,12 +118,15 @@ class Question:
 
 
 LEVELS = {1: "warm-up", 2: "core", 3: "challenge"}
+KINDS = {"": "", "build": "build and verify", "measure": "measure", "triton": "Triton kernel"}
 
 
 def badge(item: Exercise | Question) -> str:
-    """The difficulty and time an exercise's heading shows: ``★★☆ core · about 10 min``."""
+    """The difficulty, kind and time an exercise's heading shows: ``★★☆ core · measure · about 10 min``
+    (no kind for a plain function or a question)."""
     stars = "★" * item.difficulty + "☆" * (3 - item.difficulty)
-    return f"{stars} {LEVELS[item.difficulty]} · about {item.minutes} min"
+    kind = KINDS[item.kind] if isinstance(item, Exercise) else ""  # a question's kind is its answer's form
+    return f"{stars} {LEVELS[item.difficulty]}{f' · {kind}' if kind else ''} · about {item.minutes} min"
 
 
 def make_cases(exercise: Exercise, seed: int) -> list[Case]:

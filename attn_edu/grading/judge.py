@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attn_edu.grading.exercise import LETTERS, Case, Exercise, Question
+from attn_edu.grading.exercise import LETTERS, Case, Exercise, Property, Question
 from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.result import CheckResult, Status
 
@@ -134,6 +134,20 @@ def _compare(
     return None
 
 
+def _violation(
+    exercise: Exercise, prop: Property, chosen: Sequence[tuple[Case, torch.Tensor]]
+) -> tuple[str, str] | None:
+    """The first of ``chosen`` on which ``prop.holds`` says the property fails: ``(message, hint)``."""
+    for case, got in chosen:
+        try:
+            wrong = prop.holds(case, got)
+        except Exception as err:  # an output the predicate cannot even read: wrong shape or type
+            wrong = f"the output (shape {tuple(got.shape)}, {got.dtype}) cannot be checked: {err}"
+        if wrong:
+            return f"{wrong}, for {describe_case(exercise, case)}", prop.message
+    return None
+
+
 def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
     """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`."""
     for case, outcome in zip(cases, outcomes, strict=True):
@@ -166,12 +180,15 @@ def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]
     groups = ["values"] + [p.name for p in exercise.properties]
     for group in groups:
         chosen = [(c, o.tensor) for c, o in zip(cases, outcomes) if c.group == group]
-        failure = _compare(exercise, [c for c, _ in chosen], [t for _, t in chosen], group)
+        prop = next((p for p in exercise.properties if p.name == group), None)
+        if prop is not None and prop.holds is not None:
+            failure = _violation(exercise, prop, chosen)
+        else:
+            failure = _compare(exercise, [c for c, _ in chosen], [t for _, t in chosen], group)
         if failure is None:
             continue
         message, hint = failure
-        if group != "values":
-            prop = next(p for p in exercise.properties if p.name == group)
+        if prop is not None:
             message, hint = f"{prop.name}: {message}", prop.message
         return result_for(exercise, Status.FAIL, message, hint)
     n_values = sum(c.group == "values" for c in cases)

@@ -151,9 +151,20 @@ def shortcut_outcome(called: Sequence[str]) -> Outcome | None:
     return Outcome("shortcut", detail=shown)
 
 
-def _fresh(value: Any) -> Any:
+def _fresh(value: Any, device: str) -> Any:
     # Each call gets its own copies, so a function that edits its inputs in place cannot spoil the reference.
-    return value.clone() if isinstance(value, torch.Tensor) else value
+    return value.to(device, copy=True) if isinstance(value, torch.Tensor) else value
+
+
+def kernel_device() -> str:
+    """Where a Triton exercise's inputs go in the notebook: ``"cuda"`` when Triton compiles kernels for a GPU
+    here (a GPU is present and ``TRITON_INTERPRET`` is not ``1``), else ``"cpu"``, for the interpreter.
+
+    The grading command always uses the interpreter, so that its memory limit holds for kernels too.
+    """
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
 
 
 def learner_error(err: BaseException) -> BaseException:
@@ -164,18 +175,21 @@ def learner_error(err: BaseException) -> BaseException:
     return err
 
 
-def run_case(fn: Callable[..., Any], case: Case, timeout: float | None) -> Outcome:
+def run_case(fn: Callable[..., Any], case: Case, timeout: float | None, device: str = "cpu") -> Outcome:
     """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`.
 
     A call into the ``attn_edu`` package (:func:`watch_shortcuts`) makes it a ``"shortcut"`` outcome,
-    whatever the call then returned or raised.
+    whatever the call then returned or raised. ``device`` is where the case's tensors are copied to
+    (:func:`kernel_device` for a compiled Triton kernel); the result comes back to the CPU to be judged.
     """
-    args = [_fresh(a) for a in case.args]
-    kwargs = {name: _fresh(v) for name, v in case.kwargs.items()}
+    args = [_fresh(a, device) for a in case.args]
+    kwargs = {name: _fresh(v, device) for name, v in case.kwargs.items()}
     called: list[str] = []
     try:
         with time_limit(timeout), torch.no_grad(), watch_shortcuts() as called:
             value = fn(*args, **kwargs)
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                value = value.cpu()  # waits for the kernel: a fault it made is raised here, as its own
         outcome = outcome_of(value)
     except ExerciseTimeout:
         outcome = Outcome("timeout", detail=f"{timeout:g} s")

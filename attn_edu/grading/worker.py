@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from attn_edu.grading import protocol
+from attn_edu.grading.bounds import bounds_checked
 from attn_edu.grading.notebook import submitted
 from attn_edu.grading.run import ExerciseTimeout, learner_error, shortcut_outcome, time_limit, watch_shortcuts
 
@@ -146,8 +147,9 @@ CHILD_ENV = {
     "OMP_NUM_THREADS": "1",  # one core per notebook; --jobs grades several side by side
     "MKL_NUM_THREADS": "1",
     "MPLBACKEND": "Agg",
-    # Triton kernels (exercises 12.4, 12.5) run in Triton's interpreter on the grader's CPU tensors; set
-    # before the notebook imports triton, which reads it once.
+    # Triton kernels (exercises 12.4, 12.5, 12.7, 12.8) run in Triton's interpreter on the grader's CPU tensors,
+    # GPU or not, so that the memory limit holds for them too; set before the notebook imports triton, which
+    # reads it once.
     "TRITON_INTERPRET": "1",
 }
 
@@ -195,10 +197,11 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
             continue
         outcomes = []
         deadline = time.monotonic() + request["exercise_timeout"]  # one budget for all the cases
-        for case in exercise["cases"]:
-            outcomes.append(_call(fn, case, max(deadline - time.monotonic(), 1e-3)))
-            if outcomes[-1]["kind"] != "tensor":
-                break
+        with bounds_checked():  # a Triton kernel's stray store is reported, not let loose on memory
+            for case in exercise["cases"]:
+                outcomes.append(_call(fn, case, max(deadline - time.monotonic(), 1e-3)))
+                if outcomes[-1]["kind"] != "tensor":
+                    break
         if outcomes and outcomes[-1]["kind"] == "timeout":
             outcomes[-1]["detail"] = f"{request['exercise_timeout']:g} s"
         emit(protocol.exercise_event(exercise["id"], outcomes))

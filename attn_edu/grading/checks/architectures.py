@@ -1,4 +1,5 @@
-"""Checks for notebook 09's exercises: BERT's masking, GPT's shifted loss, T5's sentinels, GPT's size.
+"""Checks for notebook 09's exercises: BERT's masking, GPT's shifted loss, T5's sentinels, GPT's size, the loss
+by position.
 
 - 09.1 the 80/10/10 rule of masked language modelling, with the random draws handed in (so the answer is
   deterministic), against :func:`attn_edu.objectives.mlm_rule`, the rule :func:`~attn_edu.objectives.mlm_mask` applies;
@@ -7,11 +8,13 @@
   = ``sentinel_start_id, sentinel_start_id − 1, ...``, against
   :func:`attn_edu.objectives.replace_spans_with_sentinels` (what :func:`~attn_edu.objectives.span_corruption` uses);
 - 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`;
+- 09.6 (a measurement) the loss at each position, against :func:`attn_edu.objectives.mlm_loss` on each column,
+  and checked without it: weighted by the scored targets, its mean is ``F.cross_entropy`` over every token;
 (09.5, a tiny GPT-2's logits from Hugging Face's weights, is in :mod:`attn_edu.grading.checks.gpt2`.)
 
 The known-wrong versions are the usual slips: masking ``[CLS]``, always using ``[MASK]``, scoring every
 position; no shift or a shift the wrong way; sentinels counting up or one per token; a tied head counted
-twice, biases or LayerNorms forgotten.
+twice, biases or LayerNorms forgotten; one loss per sequence, ignored targets averaged in as 0.
 """
 
 from __future__ import annotations
@@ -19,9 +22,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.models import GPTConfig
-from attn_edu.objectives import IGNORE_INDEX, causal_lm_loss, mlm_rule, replace_spans_with_sentinels
+from attn_edu.objectives import (
+    IGNORE_INDEX,
+    causal_lm_loss,
+    mlm_loss,
+    mlm_rule,
+    replace_spans_with_sentinels,
+)
 from attn_edu.params import gpt_parameter_count
 
 # ---------------------------------------------------------------------------------------------------------
@@ -392,7 +401,119 @@ COUNT = Exercise(
 )
 
 
-EXERCISES = (MLM, CLM, SPANS, COUNT)
+# ---------------------------------------------------------------------------------------------------------
+# 09.6 the loss at each position, measured against cross_entropy over every token
+
+
+def _loss_by_position_reference(logits, targets, ignore_index=IGNORE_INDEX):
+    labels = targets.masked_fill(targets == ignore_index, IGNORE_INDEX)  # mlm_loss skips -100
+    return torch.stack([mlm_loss(logits[:, t : t + 1], labels[:, t : t + 1]) for t in range(logits.shape[1])])
+
+
+def _token_losses(logits, targets, ignore_index, dim=-1):
+    """Per-token cross-entropy (B, T), 0 where the target is ignored; log-softmax over ``dim``."""
+    scored = targets != ignore_index  # (B, T)
+    picked = logits.log_softmax(dim).gather(-1, targets.where(scored, 0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return -picked * scored, scored
+
+
+def _by_position_variant(logits, targets, ignore_index=IGNORE_INDEX, *, dim=-1, over=0, zeros_in=False):
+    losses, scored = _token_losses(logits, targets, ignore_index, dim)  # (B, T) each
+    count = scored.new_ones(scored.shape) if zeros_in else scored
+    return losses.sum(over) / count.sum(over)  # (T,) over the batch, (B,) over the positions
+
+
+def _loss_by_position_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, T: int, V: int, ignore_index: int | None = None, group: str = "values") -> Case:
+        logits = 2 * torch.randn(B, T, V, generator=g) + torch.randn(B, T, 1, generator=g)  # (B, T, V)
+        skip = IGNORE_INDEX if ignore_index is None else ignore_index
+        targets = torch.randint(1, V, (B, T), generator=g)  # (B, T) never 0: 0 may be the ignore_index
+        ignored = torch.rand(B, T, generator=g) < 0.4  # (B, T)
+        ignored[0] = False  # every position keeps a scored target in row 0
+        ignored[-1, : T // 2 + 1] = True  # an unscored prompt in the last row, whatever the draw
+        targets = targets.masked_fill(ignored, skip)
+        return Case((logits, targets), {} if ignore_index is None else {"ignore_index": ignore_index}, group)
+
+    return [
+        case(3, 7, 11),
+        case(5, 4, 9, ignore_index=0),  # a padding id of the vocabulary
+        case(2, 9, 6, ignore_index=-1),
+        case(4, 6, 17),
+        case(6, 5, 13, group="agrees with cross_entropy"),
+        case(2, 11, 7, ignore_index=0, group="agrees with cross_entropy"),
+    ]
+
+
+def _agrees_with_cross_entropy(case: Case, output: torch.Tensor) -> str | None:
+    logits, targets = case.args
+    ignore_index = case.kwargs.get("ignore_index", IGNORE_INDEX)
+    counts = (targets != ignore_index).sum(0)  # (T,) scored targets per position
+    if output.shape != counts.shape:
+        return f"expected one loss per position, shape {tuple(counts.shape)}, got {tuple(output.shape)}"
+    if not bool(torch.isfinite(output).all() and (output >= 0).all()):
+        return f"a cross-entropy lies in [0, inf), got {[round(float(x), 4) for x in output]}"
+    weighted = float((output.double() * counts).sum() / counts.sum())
+    overall = float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index))
+    if abs(weighted - overall) > 1e-5 + 1e-4 * abs(overall):
+        return (
+            f"the count-weighted mean of the answer is {weighted:.5f}, F.cross_entropy over all "
+            f"{int(counts.sum())} scored tokens gives {overall:.5f}"
+        )
+    return None
+
+
+LOSS_BY_POSITION = Exercise(
+    exercise_id="09.6",
+    title="the mean cross-entropy at each position t over the batch, ignored targets skipped",
+    function_name="loss_by_position",
+    arg_names=("logits", "targets"),
+    reference=_loss_by_position_reference,
+    make_cases=_loss_by_position_cases,
+    mistakes=(
+        Mistake(
+            lambda logits, targets, ignore_index=IGNORE_INDEX: _by_position_variant(
+                logits, targets, ignore_index, over=1
+            ),
+            "that is one loss per sequence, shape (B,): average over the batch (dim 0) for each position, "
+            "so the answer has shape (T,).",
+        ),
+        Mistake(
+            lambda logits, targets, ignore_index=IGNORE_INDEX: _by_position_variant(
+                logits, targets, ignore_index, zeros_in=True
+            ),
+            "the ignored targets are averaged in as losses of 0; divide each position's sum by the number "
+            "of targets scored there, (targets != ignore_index).sum(0), not by B.",
+        ),
+        Mistake(
+            lambda logits, targets, ignore_index=IGNORE_INDEX: _by_position_variant(
+                logits, targets, ignore_index, dim=1
+            ),
+            "the log-softmax runs over the positions (dim 1); each token's distribution is over the "
+            "vocabulary, the last dim.",
+        ),
+    ),
+    properties=(
+        Property(
+            "agrees with cross_entropy",
+            "weighted by the number of scored targets at each position, the answer's mean must be the loss "
+            "over every token, F.cross_entropy(..., ignore_index=ignore_index), and no loss may be negative.",
+            holds=_agrees_with_cross_entropy,
+        ),
+    ),
+    hints=(
+        "F.cross_entropy with reduction='none' keeps one loss per token; it wants the classes in dim 1, so "
+        "hand it logits.transpose(1, 2), (B, V, T), and it skips ignore_index for you (a loss of 0 there).",
+        "those per-token losses are (B, T), with 0 at the ignored targets: sum them over the batch and divide "
+        "by how many targets each position really scored.",
+        "the count per position is the sum over dim 0 of (targets != ignore_index); both sums are (T,).",
+    ),
+    difficulty=2,
+    minutes=15,
+    kind="measure",
+)
+
+
+EXERCISES = (MLM, CLM, SPANS, COUNT, LOSS_BY_POSITION)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""Checks for notebook 02's exercises: attention weights, scaled dot-product attention, a causal + padding mask,
-and single-head cross-attention from four raw projection matrices (matched with ``nn.MultiheadAttention``).
+"""Checks for notebook 02's exercises: attention weights, scaled dot-product attention, the FLOPs of attention's
+two matrix products (a measurement, checked with PyTorch's ``FlopCounterMode``), and single-head
+cross-attention from four raw projection matrices (matched with ``nn.MultiheadAttention``).
 
-Each exercise is compared with :mod:`attn_edu.attention` / :mod:`attn_edu.masks` on random cases with
-``T != S``, sizes that are not powers of two and odd head counts, and each lists the mistakes learners
-make most often, written out as wrong functions, so a check can say which one it sees.
+Each exercise is compared with :mod:`attn_edu.attention` on random cases with ``T != S``, ``Dv != D``, sizes
+that are not powers of two and odd head counts, and each lists the mistakes learners make most often,
+written out as wrong functions, so a check can say which one it sees. No masks here: notebook 04 adds them.
 """
 
 from __future__ import annotations
@@ -12,55 +13,24 @@ import math
 
 import torch
 
-from attn_edu import attention, masks
+from attn_edu import attention
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
-# Random inputs
+# Random inputs and shared pieces of the wrong versions
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=g)
 
 
-def _random_mask(g: torch.Generator, *shape: int) -> torch.Tensor:
-    """A random bool mask (about 70% True) in which key 0 is always visible, so no row is fully hidden."""
-    mask = torch.rand(shape, generator=g) < 0.7  # (..., T, S)
-    mask[..., 0] = True
-    return mask
+def _weights(q: torch.Tensor, k: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
+    return torch.softmax(q @ k.transpose(-2, -1) * scale, dim=dim)  # (..., T, S)
 
 
-def _fully_masked(g: torch.Generator, B: int, T: int, S: int) -> torch.Tensor:
-    """A ``(B, 1, T, S)`` mask whose query row 1 of batch 0 sees no key at all."""
-    mask = _random_mask(g, B, 1, T, S)  # (B, 1, T, S)
-    mask[0, 0, 1] = False
-    return mask
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Shared pieces of the wrong versions
-
-
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int = -1) -> torch.Tensor:
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=dim).nan_to_num(0.0)
-
-
-def _scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    return q @ k.transpose(-2, -1) * scale  # (..., T, S)
-
-
-def _causal(T: int, S: int, shift: int = 0) -> torch.Tensor:
-    """Bottom-right causal mask moved ``shift`` diagonals up (+1 sees one future key, -1 hides itself)."""
-    return torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T + shift)  # (T, S)
-
-
-def _visible(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, shift: int = 0):
-    causal = _causal(q.shape[-2], k.shape[-2], shift) if is_causal else None
-    return masks.combine_masks(mask, causal)
+def _default(scale: float | None, D: int) -> float:
+    return 1 / math.sqrt(D) if scale is None else scale
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -69,313 +39,267 @@ def _visible(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, is_cau
 
 def _weights_cases(g: torch.Generator) -> list[Case]:
     return [
-        Case((_randn(g, 2, 3, 5, 6), _randn(g, 2, 3, 7, 6))),
-        Case((_randn(g, 1, 5, 4, 10), _randn(g, 1, 5, 9, 10)), {"mask": _random_mask(g, 1, 1, 4, 9)}),
-        Case((_randn(g, 3, 6, 5), _randn(g, 3, 8, 5)), {"mask": _random_mask(g, 3, 6, 8)}),
-        Case((_randn(g, 7, 12), _randn(g, 7, 12)), {"mask": _random_mask(g, 7, 7)}),
-        Case(
-            (_randn(g, 2, 1, 4, 6), _randn(g, 2, 1, 5, 6)),
-            {"mask": _fully_masked(g, 2, 4, 5)},
-            group="fully masked rows",
-        ),
+        Case((_randn(g, 2, 3, 5, 6), _randn(g, 2, 3, 7, 6))),  # (B, H, T, D), the default scale
+        Case((_randn(g, 1, 5, 4, 10), _randn(g, 1, 5, 9, 10)), {"scale": 0.5}),
+        Case((_randn(g, 3, 6, 5), _randn(g, 3, 8, 5))),  # (B, T, D)
+        Case((_randn(g, 7, 12), _randn(g, 11, 12)), {"scale": 0.2}),  # (T, D)
+        Case((_randn(g, 2, 7, 3, 9), _randn(g, 2, 7, 5, 9))),
     ]
 
 
-def _weights_reference(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    return attention.attention_weights(q, k, mask)
+def _weights_reference(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    return attention.attention_weights(q, k, scale=scale)
 
 
 def _rows_do_not_sum_to_one(case: Case, got: torch.Tensor) -> str | None:
-    mask = case.kwargs.get("mask")
     sums = got.double().sum(dim=-1)  # (..., T)
-    if mask is not None:
-        sums = sums[mask.any(dim=-1).expand(sums.shape)]
     if (sums - 1).abs().max() > 1e-3:
         return (
             f"each row (one query) should sum to 1 over the keys; yours sum to {float(sums.min()):.3g} .. "
-            f"{float(sums.max()):.3g}: softmax over dim=-1, after masking."
+            f"{float(sums.max()):.3g}: softmax over dim=-1."
         )
-    return None
-
-
-def _hidden_keys_get_weight(case: Case, got: torch.Tensor) -> str | None:
-    mask = case.kwargs.get("mask")
-    if mask is None or got.shape != torch.broadcast_shapes(got.shape, mask.shape):
-        return None
-    leak = got.double().masked_fill(mask, 0.0).abs().max()
-    if leak > 0:
-        return f"keys where mask is False got weight up to {float(leak):.3g}; they must get exactly 0."
     return None
 
 
 WEIGHTS = Exercise(
     exercise_id="02.1",
-    title="attention weights softmax(q kᵀ / sqrt(D)) with a bool mask (True = may attend)",
+    title="attention weights softmax(q kᵀ · scale) over the keys, scale = 1 / sqrt(D) unless given",
     function_name="attention_weights",
     arg_names=("q", "k"),
     reference=_weights_reference,
     make_cases=_weights_cases,
     mistakes=(
         Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k, 1.0), mask),
-            "the scores are not divided by sqrt(D): scale q kᵀ by 1 / sqrt(q.shape[-1]).",
+            lambda q, k, scale=None: _weights(q, k, 1.0),
+            "the scores are not scaled: multiply q kᵀ by scale, which is 1 / sqrt(D) when none is given "
+            "(D = q.shape[-1]).",
         ),
         Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k, 1 / q.shape[-1]), mask),
-            "the scores are divided by D; the scale is 1 / sqrt(D).",
+            lambda q, k, scale=None: _weights(q, k, scale or 1 / q.shape[-1]),
+            "the default scale divides by D; it is 1 / sqrt(D).",
         ),
         Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k, math.sqrt(q.shape[-1])), mask),
-            "the scores are multiplied by sqrt(D); divide by it instead.",
+            lambda q, k, scale=None: _weights(q, k, scale or math.sqrt(q.shape[-1])),
+            "the scores are multiplied by sqrt(D) by default; the default scale is 1 / sqrt(D).",
         ),
         Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k), mask, dim=-2),
+            lambda q, k, scale=None: _weights(q, k, _default(scale, q.shape[1])),
+            "the default scale uses q.shape[1], which is D only for a 2-D q; with leading dims "
+            "(B, H, T, D) it is H or T. Take D = q.shape[-1].",
+        ),
+        Mistake(
+            lambda q, k, scale=None: _weights(q, k, 1 / math.sqrt(q.shape[-1])),
+            "the scale argument is ignored: when it is given, multiply the scores by it instead of by "
+            "1 / sqrt(D).",
+        ),
+        Mistake(
+            lambda q, k, scale=None: _weights(
+                q, k, _default(None if scale is None else 1 / scale, q.shape[-1])
+            ),
+            "the scores are divided by the given scale; scale multiplies them (softmax(q kᵀ · scale)), as "
+            "PyTorch's scaled_dot_product_attention does. Dividing is the temperature of notebook 01.",
+        ),
+        Mistake(
+            lambda q, k, scale=None: _weights(q, k, _default(scale, q.shape[-1]), dim=-2),
             "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over "
             "the keys: torch.softmax(scores, dim=-1).",
         ),
         Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k), None) * (1 if mask is None else mask),
-            "the mask is applied after the softmax, so the visible weights no longer sum to 1: "
-            "fill hidden scores with -inf before the softmax.",
-        ),
-        Mistake(
-            lambda q, k, mask=None: _masked_softmax(_scores(q, k), None if mask is None else ~mask),
-            "the mask is inverted: True means *may attend*, so hide the positions where mask is False "
-            "(scores.masked_fill(~mask, float('-inf'))).",
-        ),
-        Mistake(
-            lambda q, k, mask=None: torch.softmax(
-                _scores(q, k) if mask is None else _scores(q, k).masked_fill(~mask, 0.0), dim=-1
-            ),
-            "hidden scores are set to 0, but e^0 = 1 still gives them weight: use float('-inf').",
+            lambda q, k, scale=None: _weights(k, q, _default(scale, q.shape[-1])),
+            "these are k qᵀ, shape (..., S, T): one row per key. Each row must be a query, so the scores "
+            "are q @ k.transpose(-2, -1), shape (..., T, S).",
         ),
     ),
-    properties=(
-        Property(
-            "fully masked rows",
-            "a query whose every key is masked must get a row of zeros, not NaN "
-            "(softmax of all -inf is 0/0): torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0).",
-        ),
-    ),
-    diagnoses=(_hidden_keys_get_weight, _rows_do_not_sum_to_one),
+    diagnoses=(_rows_do_not_sum_to_one,),
     hints=(
-        "scores = q @ k.transpose(-2, -1) has shape (..., T, S); divide it by sqrt(D), D = q.shape[-1].",
-        "hide keys with scores.masked_fill(~mask, float('-inf')) before torch.softmax(scores, dim=-1): "
-        "e^-inf = 0.",
-        "a row whose keys are all hidden is softmax(all -inf) = NaN. Find those rows with mask.any over the "
-        "keys (keepdim, so that it broadcasts), and let torch.where put 0.0 there and keep the weights elsewhere.",
+        "scores = q @ k.transpose(-2, -1) has shape (..., T, S); transpose only the last two dims, so that "
+        "batch and head dims stay in front.",
+        "the scale multiplies the scores. When scale is None, use 1 / sqrt(D) with D = q.shape[-1], the last "
+        "dim whatever the leading dims are.",
+        "a sketch: settle the scale first, multiply the (..., T, S) scores by it, then one softmax over the "
+        "keys (dim=-1), so that each query's row of weights sums to 1.",
     ),
-    difficulty=2,
-    minutes=10,
+    difficulty=1,
+    minutes=5,
 )
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 02.2 scaled dot-product attention with mask and bottom-right is_causal
+# 02.2 scaled dot-product attention
 
 
 def _sdpa_cases(g: torch.Generator) -> list[Case]:
-    lengths = torch.tensor([6, 4])
-    padding = masks.key_mask(masks.padding_mask(lengths, 6))  # (2, 1, 1, 6)
+    def qkv(*lead: int, T: int, S: int, D: int, Dv: int) -> tuple[torch.Tensor, ...]:
+        return _randn(g, *lead, T, D), _randn(g, *lead, S, D), _randn(g, *lead, S, Dv)
+
     return [
-        Case((_randn(g, 2, 3, 5, 6), _randn(g, 2, 3, 7, 6), _randn(g, 2, 3, 7, 4))),
-        Case((_randn(g, 1, 5, 3, 8), _randn(g, 1, 5, 9, 8), _randn(g, 1, 5, 9, 5)), {"is_causal": True}),
-        Case(
-            (_randn(g, 2, 1, 6, 5), _randn(g, 2, 1, 6, 5), _randn(g, 2, 1, 6, 7)),
-            {"mask": padding, "is_causal": True},
-        ),
-        Case(
-            (_randn(g, 3, 4, 6), _randn(g, 3, 7, 6), _randn(g, 3, 7, 3)), {"mask": _random_mask(g, 3, 4, 7)}
-        ),
-        Case(
-            (_randn(g, 1, 3, 2, 5), _randn(g, 1, 3, 7, 5), _randn(g, 1, 3, 7, 3)),
-            {"mask": _random_mask(g, 1, 3, 2, 7), "is_causal": True},
-        ),
-        Case(
-            (_randn(g, 2, 3, 4, 6), _randn(g, 2, 3, 5, 6), _randn(g, 2, 3, 5, 2)),
-            {"mask": _fully_masked(g, 2, 4, 5)},
-            group="fully masked rows",
-        ),
+        Case(qkv(2, 3, T=5, S=7, D=6, Dv=4)),  # (B, H, T, D)
+        Case(qkv(1, 5, T=3, S=9, D=8, Dv=5)),
+        Case(qkv(3, T=6, S=7, D=6, Dv=3)),  # (B, T, D)
+        Case(qkv(T=6, S=9, D=10, Dv=7)),  # (T, D)
+        Case(qkv(2, 1, T=4, S=11, D=5, Dv=9)),  # Dv > D
     ]
 
 
-def _sdpa_reference(q, k, v, mask=None, *, is_causal=False):
-    return attention.scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+def _sdpa_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return attention.scaled_dot_product_attention(q, k, v)
 
 
-def _sdpa_shifted(shift: int):
-    def wrong(q, k, v, mask=None, *, is_causal=False):
-        return attention.scaled_dot_product_attention(q, k, v, _visible(q, k, mask, is_causal, shift))
+def _sdpa_scaled(size_of):
+    """Attention whose scale is 1 / sqrt(size_of(q, k, v)) instead of 1 / sqrt(D)."""
+
+    def wrong(q, k, v):
+        return _weights(q, k, 1 / math.sqrt(size_of(q, k, v))) @ v  # (..., T, Dv)
 
     return wrong
 
 
-def _sdpa_top_left(q, k, v, mask=None, *, is_causal=False):
-    top_left = masks.causal_mask_top_left(q.shape[-2], k.shape[-2]) if is_causal else None
-    return attention.scaled_dot_product_attention(q, k, v, masks.combine_masks(mask, top_left))
-
-
-def _sdpa_mask_after_softmax(q, k, v, mask=None, *, is_causal=False):
-    visible = _visible(q, k, mask, is_causal)
-    weights = torch.softmax(_scores(q, k), dim=-1)  # (..., T, S)
-    return (weights if visible is None else weights * visible) @ v  # (..., T, Dv)
-
-
 SDPA = Exercise(
     exercise_id="02.2",
-    title="scaled dot-product attention with a bool mask and bottom-right is_causal",
+    title="scaled dot-product attention softmax(q kᵀ / sqrt(D)) v, the output of torch's SDPA",
     function_name="scaled_dot_product_attention",
     arg_names=("q", "k", "v"),
     reference=_sdpa_reference,
     make_cases=_sdpa_cases,
     mistakes=(
         Mistake(
-            lambda q, k, v, mask=None, *, is_causal=False: attention.scaled_dot_product_attention(
-                q, k, v, mask, is_causal=is_causal, scale=1.0
-            ),
+            lambda q, k, v: _weights(q, k, 1.0) @ v,
             "the scores are not divided by sqrt(D): scale q kᵀ by 1 / sqrt(q.shape[-1]).",
         ),
         Mistake(
-            lambda q, k, v, mask=None, *, is_causal=False: attention.attention_weights(
-                q, k, mask, is_causal=is_causal
-            ),
-            "this is the (..., T, S) matrix of weights; the output is weights @ v, shape (..., T, Dv).",
+            _sdpa_scaled(lambda q, k, v: v.shape[-1]),
+            "the scale uses the values' size Dv = v.shape[-1]; it belongs to the dot products q · k, which "
+            "have D = q.shape[-1] terms.",
         ),
         Mistake(
-            lambda q, k, v, mask=None, *, is_causal=False: (
-                _masked_softmax(_scores(q, k), _visible(q, k, mask, is_causal), dim=-2) @ v
-            ),
+            _sdpa_scaled(lambda q, k, v: k.shape[-2]),
+            "the scale uses k.shape[-2], the number of keys S; d_k in the paper is the size of each key, "
+            "D = k.shape[-1].",
+        ),
+        Mistake(
+            lambda q, k, v: _weights(q, k, 1 / q.shape[-1]) @ v,
+            "the scores are divided by D; the scale is 1 / sqrt(D).",
+        ),
+        Mistake(
+            lambda q, k, v: _weights(q, k, 1 / math.sqrt(q.shape[-1]), dim=-2) @ v,
             "the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
         ),
         Mistake(
-            _sdpa_top_left,
-            "the causal mask is aligned top-left (query t sees keys 0..t); with S > T keys, query t "
-            "sits at position S - T + t and sees keys 0..S - T + t: tril(diagonal=S - T).",
-        ),
-        Mistake(
-            _sdpa_shifted(-1),
-            "the causal mask is off by one: each query must also see its own position "
-            "(tril(diagonal=S - T), not S - T - 1).",
-        ),
-        Mistake(
-            _sdpa_shifted(+1),
-            "the causal mask is off by one: each query sees one future key (tril(diagonal=S - T), "
-            "not S - T + 1).",
-        ),
-        Mistake(
-            lambda q, k, v, mask=None, *, is_causal=False: attention.scaled_dot_product_attention(
-                q, k, v, mask
-            ),
-            "is_causal=True is ignored: hide every key after the query's own position.",
-        ),
-        Mistake(
-            _sdpa_mask_after_softmax,
-            "the mask is applied after the softmax, so the visible weights no longer sum to 1: "
-            "fill hidden scores with -inf before the softmax.",
-        ),
-        Mistake(
-            lambda q, k, v, mask=None, *, is_causal=False: attention.scaled_dot_product_attention(
-                q, k, v, None if mask is None else ~mask, is_causal=is_causal
-            ),
-            "the mask is inverted: True means *may attend*.",
-        ),
-    ),
-    properties=(
-        Property(
-            "fully masked rows",
-            "a query whose every key is masked must get an output row of zeros, not NaN.",
+            lambda q, k, v: attention.attention_weights(q, k),
+            "this is the (..., T, S) matrix of weights; the output is weights @ v, shape (..., T, Dv).",
         ),
     ),
     hints=(
-        "output = weights @ v: (..., T, S) @ (..., S, Dv) -> (..., T, Dv); you may reuse attention_weights.",
-        "with is_causal=True query t sits at absolute position S - T + t and sees keys 0 .. S - T + t.",
-        "torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T) is that mask; combine it with mask "
-        "using & (either may be absent).",
+        "output = weights @ v: (..., T, S) @ (..., S, Dv) -> (..., T, Dv); you may reuse attention_weights "
+        "from 02.1.",
+        "the scale is 1 / sqrt(D) with D the size of the queries and keys, q.shape[-1]; the values' size Dv "
+        "may differ and plays no part in it.",
+        "a sketch: the (..., T, S) scores q kᵀ (k transposed in its last two dims), times the scale, a softmax "
+        "over the keys (dim=-1), then one more matrix product, with v.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=1,
+    minutes=5,
 )
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 02.3 causal + key padding mask
+# 02.3 the FLOPs of attention's two matrix products (a measurement, checked with PyTorch's FlopCounterMode)
 
 
-def _mask_cases(g: torch.Generator) -> list[Case]:
-    def lengths(B: int, T: int) -> torch.Tensor:
-        out = torch.randint(1, T + 1, (B,), generator=g)
-        out[0] = T  # one full-length sequence in every batch
-        return out
+def _flops_cases(g: torch.Generator) -> list[Case]:
+    def sizes(top: tuple[int, ...]) -> tuple[int, ...]:
+        """B, H, T, S, D, Dv drawn from 1 .. top, redrawn until T != S and D != Dv."""
+        while True:
+            drawn = tuple(int(torch.randint(1, n + 1, (), generator=g)) for n in top)
+            B, H, T, S, D, Dv = drawn
+            if T != S and D != Dv and T > 1 < S:
+                return drawn
 
-    return [
-        Case((torch.tensor([5, 3, 1]), 5)),
-        Case((lengths(2, 7), 7)),
-        Case((torch.tensor([4]), 6)),
-        Case((lengths(5, 6), 6)),
+    values = [Case(sizes((8, 16, 2000, 4000, 160, 160))) for _ in range(3)]
+    values.append(Case((1, 7, 1, 513, 96, 128)))  # one decoding step: a single query against 513 keys
+    counted = "PyTorch's count"  # small sizes: the property runs attention on real tensors of these sizes
+    return values + [
+        Case(sizes((3, 4, 9, 9, 8, 8)), group=counted),
+        Case((1, 1, 1, 9, 5, 3), group=counted),
+        Case((3, 2, 6, 4, 3, 7), group=counted),
     ]
 
 
-def _mask_reference(lengths: torch.Tensor, T: int) -> torch.Tensor:
-    padding = masks.key_mask(masks.padding_mask(lengths, T))  # (B, 1, 1, T)
-    return masks.combine_masks(masks.causal_mask(T), padding)  # (B, 1, T, T)
+def _flops_reference(B: int, H: int, T: int, S: int, D: int, Dv: int) -> torch.Tensor:
+    return torch.tensor(attention.attention_flops(B, H, T, S, D, Dv))  # 0-d int64
 
 
-def _mask_with(causal: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    return causal[None, None] & real[:, None, None, :]  # (B, 1, T, T)
+def _counted_flops_hold(case: Case, output: torch.Tensor) -> str | None:
+    """Run the library's attention on zero tensors of the case's sizes under PyTorch's FlopCounterMode, which
+    counts every matrix product it sees (2 FLOPs a multiply-add); the answer must be that total."""
+    from torch.utils.flop_counter import FlopCounterMode  # its first use imports torch._dynamo: a few seconds
+
+    if output.ndim != 0 or output.is_floating_point() or output.dtype == torch.bool:
+        return f"expected a 0-d int64 tensor, got shape {tuple(output.shape)} {output.dtype}"
+    B, H, T, S, D, Dv = case.args
+    q, k, v = torch.zeros(B, H, T, D), torch.zeros(B, H, S, D), torch.zeros(B, H, S, Dv)
+    with FlopCounterMode(display=False) as counter:
+        attention.scaled_dot_product_attention(q, k, v)  # (B, H, T, Dv)
+    counted, given = counter.get_total_flops(), int(output)
+    if given != counted:
+        return f"PyTorch's FlopCounterMode counts {counted:,} FLOPs, the answer says {given:,}"
+    return None
 
 
-def _positions(T: int) -> torch.Tensor:
-    return torch.arange(T)
+def _flops_with(count):
+    return lambda B, H, T, S, D, Dv: torch.tensor(count(B, H, T, S, D, Dv))  # 0-d int64
 
 
-CAUSAL_PADDING = Exercise(
+FLOPS = Exercise(
     exercise_id="02.3",
-    title="a causal + key-padding mask of shape (B, 1, T, T)",
-    function_name="causal_padding_mask",
-    arg_names=("lengths", "T"),
-    reference=_mask_reference,
-    make_cases=_mask_cases,
+    kind="measure",
+    title="the FLOPs of attention's two matrix products q kᵀ and P v, 2 per multiply-add",
+    function_name="attention_flops",
+    arg_names=("B", "H", "T", "S", "D", "Dv"),
+    reference=_flops_reference,
+    make_cases=_flops_cases,
     mistakes=(
         Mistake(
-            lambda lengths, T: ~_mask_reference(lengths, T),
-            "the mask is inverted: True means *may attend* (the opposite of nn.MultiheadAttention).",
+            _flops_with(lambda B, H, T, S, D, Dv: B * H * T * S * (D + Dv)),
+            "that counts each multiply-add once; it is two floating-point operations, a multiply and an add "
+            "(the convention of FlopCounterMode and of the FlashAttention papers): twice this.",
         ),
         Mistake(
-            lambda lengths, T: _mask_reference(lengths, T)[:, 0],
-            "the head axis is missing: return (B, 1, T, T) so the mask broadcasts over heads.",
+            _flops_with(lambda B, H, T, S, D, Dv: 2 * B * H * T * S * D),
+            "that is q kᵀ alone; the weights then multiply the values, P v, a second matrix product of "
+            "(T, S) by (S, Dv) in every head.",
         ),
         Mistake(
-            lambda lengths, T: _mask_with(_causal(T, T, -1), masks.padding_mask(lengths, T)),
-            "the causal part is off by one: a query may attend to itself (key s <= query t).",
+            _flops_with(lambda B, H, T, S, D, Dv: 2 * B * H * T * T * (D + Dv)),
+            "the score matrix has T · T entries in this count; there is one score per (query, key) pair, "
+            "T · S, and S differs from T (with a KV cache, say).",
         ),
         Mistake(
-            lambda lengths, T: _mask_with(_causal(T, T, +1), masks.padding_mask(lengths, T)),
-            "the causal part is off by one: a query sees the next token (use s <= t, not s <= t + 1).",
+            _flops_with(lambda B, H, T, S, D, Dv: 4 * B * H * T * S * D),
+            "P v is counted with D; its output has Dv columns, so it takes T · Dv dot products of length S.",
         ),
         Mistake(
-            lambda lengths, T: _mask_with(_causal(T, T).T, masks.padding_mask(lengths, T)),
-            "the causal part is transposed: query t (a row) may see keys s <= t (columns).",
+            _flops_with(lambda B, H, T, S, D, Dv: 2 * T * S * (D + Dv)),
+            "that is one head of one sequence; every one of the B · H (sequence, head) pairs does its own "
+            "two matrix products.",
         ),
-        Mistake(
-            lambda lengths, T: _causal(T, T)[None, None] & masks.padding_mask(lengths, T)[:, None, :, None],
-            "the padding hides queries (rows) instead of keys (columns): index it as real[:, None, None, :].",
-        ),
-        Mistake(
-            lambda lengths, T: _mask_with(_causal(T, T), _positions(T)[None, :] <= lengths[:, None]),
-            "the padding is off by one: a sequence of length L has real tokens at 0 .. L - 1 (use <).",
-        ),
-        Mistake(
-            lambda lengths, T: _mask_with(_causal(T, T), masks.padding_mask(lengths, T, side="left")),
-            "the padding sits on the left; here sequences start at position 0 and padding follows them.",
+    ),
+    properties=(
+        Property(
+            "PyTorch's count",
+            "the answer must equal what torch.utils.flop_counter.FlopCounterMode counts when attention runs "
+            "on real (B, H, T, D), (B, H, S, D), (B, H, S, Dv) tensors: every matrix product, 2 FLOPs per "
+            "multiply-add.",
+            holds=_counted_flops_hold,
         ),
     ),
     hints=(
-        "build two bool masks and combine them with &: causal (T, T) and real keys (B, T); then add axes.",
-        "compare positions = torch.arange(T) with itself for the causal part (a row of keys s against a "
-        "column of queries t: s <= t) and with the lengths for the padding part (a row of keys against a "
-        "column of lengths: s < lengths[b]).",
-        "the causal part is (T, T), the padding part (B, T). Add axes with None so that both broadcast to "
-        "(B, 1, T, T): the padding's last axis must land on the keys, the result's last axis.",
+        "per sequence and head, q kᵀ multiplies a (T, D) matrix by a (D, S) one: T · S dot products, each of "
+        "length D, and a dot product of length D is D multiplies and D adds.",
+        "P v multiplies the (T, S) weights by the (S, Dv) values: T · Dv dot products, each of length S. "
+        "The softmax and the scale are left out of the count.",
+        "a sketch: the FLOPs of each product are 2 · (number of dot products) · (their length); add the two "
+        "and multiply by the B · H (sequence, head) pairs; torch.tensor of that Python int is a 0-d int64.",
     ),
     difficulty=2,
     minutes=10,
@@ -428,6 +352,7 @@ def _cross_variant(x, context, w_q, w_k, w_v, w_o, *, scale=None, softmax_dim=-1
 
 CROSS = Exercise(
     exercise_id="02.4",
+    kind="build",
     title="single-head cross-attention: queries from x, keys and values from context, then W^O",
     function_name="cross_attention",
     arg_names=("x", "context", "w_q", "w_k", "w_v", "w_o"),
@@ -466,7 +391,7 @@ CROSS = Exercise(
 )
 
 
-EXERCISES = (WEIGHTS, SDPA, CAUSAL_PADDING, CROSS)
+EXERCISES = (WEIGHTS, SDPA, FLOPS, CROSS)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,14 +1,14 @@
-"""Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN (the whole
-GPT-2 block of exercise 08.5 is in :mod:`attn_edu.grading.checks.gpt2`).
+"""Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN, and 08.6,
+a measurement: the length at which a block's T² FLOPs overtake the rest, verified by PyTorch's FlopCounterMode
+on a real block (the GPT-2 block of exercise 08.5 is in :mod:`attn_edu.grading.checks.gpt2`).
 
 Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
-counts, inputs with a mean and a scale far from 0 and 1) and compares it with :mod:`attn_edu.blocks`.
-The known-wrong versions below are the slips learners make most often (the norm on the wrong side of the
-residual, the mean left in, the gate and the up projection swapped), so a check can name the one it sees.
+counts, inputs far from zero mean and unit scale) and compares it with :mod:`attn_edu.blocks`. The
+known-wrong versions are the usual slips (the norm on the wrong side of the residual, the mean left in, the
+gate and the up projection swapped, the projections left out of a FLOP count), so a check can name them.
 
-The block exercises need sub-layers, and the grading command can only send tensors and numbers to a
-learner's function. So those functions receive ``num_heads`` and a ``seed`` and rebuild the same
-sub-layers with :func:`toy_sublayers`, exactly as the reference does.
+The grading command sends a learner's function only tensors and numbers, so the block exercises receive
+``num_heads`` and a ``seed`` and rebuild the reference's sub-layers with :func:`toy_sublayers`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from attn_edu.blocks import (
     PreNormEncoderBlock,
     RMSNorm,
     SwiGLUFeedForward,
+    block_flops,
 )
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -425,7 +426,90 @@ SWIGLU = Exercise(
 )
 
 
-EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU)
+# ---------------------------------------------------------------------------------------------------------
+# 08.6 the crossover length, measured by FlopCounterMode on a block of attn_edu.blocks
+
+
+def counted_block_flops(d_model: int, d_ff: int, T: int) -> tuple[int, int]:
+    """``(q kᵀ and P v, the rest)``: the FLOPs FlopCounterMode counts in a pre-norm block (GELU FFN of width
+    ``d_ff``) on one sequence of ``T >= 1`` tokens: bmm (the attention core) against mm/addmm (the rest)."""
+    from torch.utils.flop_counter import FlopCounterMode  # imports triton: not when the grader is imported
+
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), FlopCounterMode(display=False) as counter:
+        attn = MultiHeadAttention(d_model, next(h for h in (3, 2, 1) if d_model % h == 0))  # any heads
+        norms = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        PreNormEncoderBlock(attn, FeedForward(d_model, d_ff, "gelu"), *norms)(torch.zeros(1, T, d_model))
+    counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+    core = sum(n for op, n in counts.items() if "bmm" in op or "scaled_dot_product" in op)
+    return core, sum(counts.values()) - core
+
+
+def _crossover_holds(case: Case, output: torch.Tensor) -> str | None:
+    T = int(output.reshape(()))
+    if not 1 <= T <= 2048:
+        return f"the answer T = {T} is not a sequence length from 1 to 2,048, where these cases cross"
+    for t, too_soon in ((T, False), (T - 1, True)):  # more at T, and not yet at T - 1
+        core, rest = counted_block_flops(*case.args, t) if t else (0, 0)  # no tokens, no FLOPs
+        if (core > rest) == too_soon:
+            return (
+                f"at T = {t} FlopCounterMode counts {core:,} FLOPs in q kᵀ and P v, {rest:,} in the projections "
+                f"and the FFN: {f'more already, so T = {T} is not the smallest' if too_soon else 'not more yet'}"
+            )
+    return None
+
+
+def _crossover(d_model: int, d_ff: int, proj: int = 8, ffn: int = 4, core: int = 4, tie: int = 1):
+    per_token, per_pair = proj * d_model**2 + ffn * d_model * d_ff, core * d_model  # FLOPs
+    return torch.tensor(per_token // per_pair + tie)  # tie = 0: the first T with T·pair >= token
+
+
+_CROSSOVER_SLIPS = {  # each slip's message and the terms it changes in the count
+    "the four projections are missing: q, k, v and out cost 8·T·d_model² FLOPs together.": {"proj": 0},
+    "the FFN is missing: its two products cost 2·T·d_model·d_ff FLOPs each.": {"ffn": 0},
+    "the T² side counts a multiply-add once; count 2 FLOPs per multiply-add on both sides: q kᵀ and P v "
+    "cost 2·T²·d_model each.": {"core": 2},
+    "off by one: at that T both sides tie; the T² terms must cost *more* (>, not >=).": {"tie": 0},
+}
+
+
+def _crossover_cases(g: torch.Generator) -> list[Case]:
+    C, F = torch.randint(3, 40, (3,), generator=g).tolist(), torch.randint(5, 300, (3,), generator=g).tolist()
+    sizes = [(768, 3072), (12288, 49152), (C[0], F[0]), (C[1], F[1]), (7, 11)]  # GPT-2 small, GPT-3
+    measured = [(6, 10), (C[2] // 4 + 3, F[2] // 15 + 5)]  # small: the block runs in milliseconds
+    return [Case(s) for s in sizes] + [Case(s, group="counted by FlopCounterMode") for s in measured]
+
+
+CROSSOVER = Exercise(
+    exercise_id="08.6",
+    title="the shortest sequence on which a block's T² terms (q kᵀ, P v) cost more FLOPs than the rest",
+    function_name="crossover_length",
+    arg_names=("d_model", "d_ff"),
+    # per token over per (query, key) pair, from the library's count at T = 1; the next integer wins
+    reference=lambda C, F: torch.tensor((n := block_flops(1, C, F))["per_token"] // n["attention_core"] + 1),
+    make_cases=_crossover_cases,
+    mistakes=tuple(Mistake(lambda C, F, k=k: _crossover(C, F, **k), m) for m, k in _CROSSOVER_SLIPS.items()),
+    properties=(
+        Property(
+            "counted by FlopCounterMode",
+            "in a real block, q kᵀ and P v must cost more FLOPs than the rest at your T, and not at T - 1.",
+            holds=_crossover_holds,
+        ),
+    ),
+    hints=(
+        "count one sequence of T tokens, a multiply-add as 2 FLOPs: q kᵀ is (T, d_model) by (d_model, T), "
+        "P v (T, T) by (T, d_model), a projection (T, d_model) by (d_model, d_model), the FFN's up and down.",
+        "both sides share a factor T: per token, the T² side costs 4·T·d_model, the rest 8·d_model² + "
+        "4·d_model·d_ff. For which T is the first strictly larger?",
+        "divide the per-token FLOPs by 4·d_model, the FLOPs per (query, key) pair: an integer, at which the "
+        "two sides tie; the answer is the next integer, as a tensor.",
+    ),
+    difficulty=2,
+    minutes=15,
+    kind="measure",
+)
+
+
+EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU, CROSSOVER)
 
 
 # ---------------------------------------------------------------------------------------------------------

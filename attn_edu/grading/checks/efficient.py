@@ -1,12 +1,13 @@
 """Checks for notebook 11's exercises: a sliding-window mask, causal linear attention (parallel and recurrent
-forms), and a top-k router.
+forms), a top-k router, and how many stacked windows reach the first token (a measurement).
 
 The references are :func:`attn_edu.sparse.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
-(``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent` and
-:class:`attn_edu.moe.TopKRouter`. Cases mix ``T < S`` (a cache of earlier keys), batch and head
-dimensions with odd sizes, and ``D != Dv``. The known-wrong versions below are the usual slips: a window
-one key too wide or too narrow, a symmetric band where a causal one was asked, no normaliser, a prefix
-sum over the wrong axis, reading the state before adding the current token, softmax taken before top-k.
+(``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent`, :class:`attn_edu.moe.TopKRouter`
+and :func:`attn_edu.sparse.layers_to_reach`, whose answer is also checked on the mask's boolean powers. Cases
+mix ``T < S`` (a cache of earlier keys), batch and head dimensions with odd sizes, and ``D != Dv``. The
+known-wrong versions are the usual slips: a window one key too wide or too narrow, a symmetric band where a
+causal one was asked, no normaliser, a prefix sum over the wrong axis, reading the state before adding the
+current token, softmax taken before top-k, a receptive field that grows by ``window`` per layer.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 
 from attn_edu import efficient, moe, sparse
 from attn_edu.attention import scaled_dot_product_attention
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -286,6 +287,7 @@ READ_FIRST = (
 
 LINEAR_RECURRENT = Exercise(
     exercise_id="11.3",
+    kind="build",
     title="causal linear attention as an RNN: a (D, Dv) state S and a (D,) normaliser z updated per token",
     function_name="linear_attention_rnn",
     arg_names=("q", "k", "v"),
@@ -405,7 +407,108 @@ TOP_K_ROUTER = Exercise(
 )
 
 
-EXERCISES = (SLIDING_WINDOW, LINEAR_PARALLEL, LINEAR_RECURRENT, TOP_K_ROUTER)
+# ---------------------------------------------------------------------------------------------------------
+# 11.5 how many stacked sliding-window layers before the last token can depend on token 0 (measure)
+
+REACHABILITY = "the mask's reachability"
+
+
+def _reach_cases(g: torch.Generator) -> list[Case]:
+    T, window = int(torch.randint(20, 60, (1,), generator=g)), int(torch.randint(2, 12, (1,), generator=g))
+    fixed = [(7, 3), (11, 4), (10, 4), (1, 5), (6, 1), (5, 9), (T, window)]  # divisible, ragged, edges
+    checked = [(1, 1), (9, 1), (13, 5), (14, 5), (8, 8), (T + 3, window + 1), (T, 2)]
+    return [Case(args) for args in fixed] + [Case(args, group=REACHABILITY) for args in checked]
+
+
+def _layers(seq_len: int, window: int, how: str) -> torch.Tensor:
+    """The count with one known slip in the general case, named by ``how``; the edges as the reference."""
+    if seq_len == 1 or window == 1:
+        return _layers_reference(seq_len, window)
+    distance, step = seq_len - 1, window if how == "step_window" else window - 1  # own token as a step?
+    rounded = {"floor": distance // step, "floor_plus_one": distance // step + 1}
+    return torch.tensor(rounded.get(how, -(-distance // step)))
+
+
+def _layers_reference(seq_len: int, window: int) -> torch.Tensor:
+    return torch.tensor(sparse.layers_to_reach(seq_len, window))  # 0-d int64
+
+
+def _reaches_back(mask: torch.Tensor, layers: int) -> int:
+    """How far back the last token reads after ``layers`` layers: a boolean power of the (T, T) mask."""
+    reach = torch.eye(mask.shape[0], dtype=torch.int64)  # (T, T): 0 layers, each output is its own input
+    for _ in range(min(layers, mask.shape[0])):  # a chain longer than T reaches nothing new
+        reach = (reach @ mask.long()).clamp(max=1)  # (T, T): output t depends on input s
+    return mask.shape[0] - 1 - int(reach[-1].nonzero()[0])  # the earliest input the last token depends on
+
+
+def _composed_mask_agrees(case: Case, output: torch.Tensor) -> str | None:
+    """Composing the library's mask ``output`` times reaches token 0 from the last token, one fewer does not."""
+    seq_len, window = case.args
+    mask = sparse.sliding_window_mask(seq_len, window=window)  # (T, T) bool, True = may attend
+    layers, needed = int(output), seq_len - 1
+    if layers < -1:
+        return f"the answer is {layers}: a layer count is 0 or more, or -1 for never"
+    if layers == -1:
+        ever = _reaches_back(mask, seq_len) == needed
+        return f"the answer says -1 (never), but {seq_len} layers of the mask reach token 0" if ever else None
+    after, before = _reaches_back(mask, layers), _reaches_back(mask, layers - 1) if layers else -1
+    if after < needed:
+        return f"after {layers} layers of the mask the last token reads {after} back, token 0 is {needed}"
+    if before >= needed:
+        return f"{layers - 1} layers of the mask already reach token 0, {needed} positions back"
+    return None
+
+
+LAYERS_TO_REACH = Exercise(
+    exercise_id="11.5",
+    kind="measure",
+    title="the fewest stacked causal sliding-window layers after which the last token can depend on token 0",
+    function_name="layers_to_reach",
+    arg_names=("seq_len", "window"),
+    reference=_layers_reference,
+    make_cases=_reach_cases,
+    mistakes=(
+        Mistake(
+            lambda seq_len, window: _layers(seq_len, window, "step_window"),
+            "each layer reaches window - 1 positions back, not window: the window of 11.1 counts the "
+            "query's own token (keys p - window + 1 .. p), it is not window keys besides it (Mistral's W). "
+            "Divide the distance by window - 1.",
+        ),
+        Mistake(
+            lambda seq_len, window: _layers(seq_len, window, "floor"),
+            "rounded down: when window - 1 does not divide the distance, the last, partial step still "
+            "takes a whole layer. Round up: ceil((seq_len - 1) / (window - 1)).",
+        ),
+        Mistake(
+            lambda seq_len, window: _layers(seq_len, window, "floor_plus_one"),
+            "one layer too many when window - 1 divides seq_len - 1 exactly: floor(...) + 1, or ceil of "
+            "seq_len / (window - 1), which counts tokens, not the seq_len - 1 steps from token 0 to the last. "
+            "Round up the distance: ceil((seq_len - 1) / (window - 1)).",
+        ),
+    ),
+    properties=(
+        Property(
+            REACHABILITY,
+            "after L layers the last token depends on token 0 when the L-th boolean power of "
+            "sliding_window_mask(seq_len, window=window) is True at [-1, 0]: the answer is the smallest "
+            "such L (0 when seq_len is 1, -1 when no power reaches).",
+            holds=_composed_mask_agrees,
+        ),
+    ),
+    hints=(
+        "how far back does one causal window of `window` keys let a token read, counting its own position "
+        "as 0 steps back? Each stacked layer starts from what the layer below already gathered.",
+        "after L layers the last token reads L·(window - 1) positions back; token 0 is seq_len - 1 back. "
+        "Find the smallest L that covers it, and decide the two edges (seq_len 1, window 1) first.",
+        "the smallest whole L with L·step >= distance is a ceiling division; in integers, -(-a // b) rounds "
+        "up. Return it as torch.tensor(L), an int64 0-d tensor.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (SLIDING_WINDOW, LINEAR_PARALLEL, LINEAR_RECURRENT, TOP_K_ROUTER, LAYERS_TO_REACH)
 
 
 # ---------------------------------------------------------------------------------------------------------

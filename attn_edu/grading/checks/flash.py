@@ -1,5 +1,5 @@
-"""Checks for notebook 12's exercises: the online softmax update, a tiled attention forward, the log-sum-exp,
-two Triton kernels (a row softmax; a row's log-sum-exp streamed over blocks) and the tiled backward pass.
+"""Checks for notebook 12's PyTorch exercises: the online softmax update, a tiled forward, the log-sum-exp, the
+tiled backward pass and (a measurement) the tiles a causal forward computes; Triton's are in triton_kernels.py.
 
 The references are :func:`attn_edu.flash.online_softmax` and :func:`attn_edu.flash.tiled_attention`
 (FlashAttention-2, Dao 2023, Algorithm 1), and ``m + log(l)`` for the log-sum-exp the backward pass keeps.
@@ -20,9 +20,11 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from attn_edu import flash
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu.masks import causal_mask
 
 NEG_INF = float("-inf")
 
@@ -378,6 +380,7 @@ def _backward_mistake(how: str):  # noqa: ANN202
 
 TILED_BACKWARD = Exercise(
     exercise_id="12.6",
+    kind="build",
     title="the tiled backward pass: dQ, dK, dV one tile at a time from P = exp(scores - lse) and D = rowsum(dO ∘ O)",
     function_name="attention_backward",
     arg_names=("q", "k", "v", "out", "lse", "grad_out"),
@@ -418,7 +421,86 @@ TILED_BACKWARD = Exercise(
 )
 
 
-EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, TILED_BACKWARD)
+# ---------------------------------------------------------------------------------------------------------
+# 12.9 how many tiles a causal forward computes (measure)
+
+
+def _tile_cases(g: torch.Generator) -> list[Case]:
+    T, S = (int(n) for n in torch.randint(9, 40, (2,), generator=g))
+    fixed = [(10, 10, 4, 3), (9, 15, 4, 4), (12, 5, 5, 2), (96, 96, 32, 32), (7, 20, 8, 6), (T, S, 5, 4)]
+    checked = [(1, 1, 1, 1), (13, 13, 4, 4), (6, 17, 4, 5), (17, 6, 3, 4), (T, S, 4, 7), (S, T, 8, 3)]
+    cases = [Case(args) for args in fixed]
+    return cases + [Case(args, group="the tiles of the causal mask") for args in checked]
+
+
+def _tiles(seq_q: int, seq_k: int, block_m: int, block_n: int, how: str) -> torch.Tensor:
+    """Tiles counted with one known slip, named by ``how``."""
+    shift, count = 0 if how == "top_left" else seq_k - seq_q, 0
+    for q_start in range(0, seq_q - (seq_q % block_m if how == "floor" else 0), block_m):
+        q_end = q_start + 1 if how == "full_only" else min(q_start + block_m, seq_q)  # the keys all rows see
+        stop = seq_k if how == "all" else max(0, min(seq_k, shift + q_end))  # past the last key seen
+        count += stop // block_n if how in ("floor", "full_only") else -(-stop // block_n)
+    return torch.tensor(count)
+
+
+def _tiles_with_a_visible_pair(case: Case, output: torch.Tensor) -> str | None:
+    """The answer equals the number of (block_m, block_n) tiles of attn_edu's causal mask with a True."""
+    seq_q, seq_k, block_m, block_n = case.args
+    rows, cols = -(-seq_q // block_m) * block_m, -(-seq_k // block_n) * block_n
+    padded = F.pad(causal_mask(seq_q, seq_k), (0, cols - seq_k, 0, rows - seq_q))  # ragged: hidden pairs
+    tiles = padded.reshape(rows // block_m, block_m, cols // block_n, block_n)  # (nq, bm, nk, bn)
+    if int(output) != (visible := int(tiles.any(dim=3).any(dim=1).sum())):
+        return f"the causal mask has {visible} tiles with a visible pair, the answer says {int(output)}"
+    return None
+
+
+CAUSAL_TILE_COUNT = Exercise(
+    exercise_id="12.9",
+    kind="measure",
+    title="how many (query block, key block) tiles a causal forward computes, fully masked ones skipped",
+    function_name="causal_tile_count",
+    arg_names=("seq_q", "seq_k", "block_m", "block_n"),
+    reference=lambda *args: torch.tensor(flash.causal_tile_count(*args)),  # 0-d int64
+    make_cases=_tile_cases,
+    mistakes=(
+        Mistake(
+            lambda *args: _tiles(*args, how="top_left"),
+            "the mask is aligned top-left; the course's kernels put query t at position seq_k - seq_q + t.",
+        ),
+        Mistake(
+            lambda *args: _tiles(*args, how="floor"),
+            "ragged blocks are dropped (floor division): a last block shorter than block_m or block_n is "
+            "still a tile to compute. Round up: ceil(a / b) is -(-a // b) in integers.",
+        ),
+        Mistake(
+            lambda *args: _tiles(*args, how="all"),
+            "every tile is counted: a key block entirely after a query block's last position is skipped.",
+        ),
+        Mistake(
+            lambda *args: _tiles(*args, how="full_only"),
+            "the diagonal tiles are left out: a tile with one visible pair is computed, with a mask.",
+        ),
+    ),
+    properties=(
+        Property(
+            "the tiles of the causal mask",
+            "cut causal_mask(seq_q, seq_k) (bottom-right) into block_m × block_n tiles, the last ones "
+            "ragged: the answer is the number of tiles with at least one visible pair.",
+            holds=_tiles_with_a_visible_pair,
+        ),
+    ),
+    hints=(
+        "for each query block, which key blocks can its *last* query see? Only those hold a visible pair.",
+        "query t sits at position seq_k - seq_q + t: count the key blocks that start at or before it.",
+        "one loop over the query blocks; a block ends at q_start + block_m, or at seq_q for a ragged last "
+        "one. Clip the visible keys to 0 .. seq_k, round the number of key blocks up, and add up.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, TILED_BACKWARD, CAUSAL_TILE_COUNT)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -141,6 +141,7 @@ def gpt2_block_variant(
 
 GPT2_BLOCK = Exercise(
     exercise_id="08.5",
+    kind="build",
     title="a whole GPT-2 block from Hugging Face's weights: pre-norm, causal, tanh GELU, Conv1D (in, out) layout",
     function_name="gpt2_block",
     arg_names=(
@@ -281,6 +282,7 @@ def _gpt2_model_variant(*args, positions=True, final_norm=True, **block_slip):  
 
 GPT2_MODEL = Exercise(
     exercise_id="09.5",
+    kind="build",
     title="a tiny GPT-2 to logits from Hugging Face's weights: embeddings, L blocks, ln_f, tied lm_head",
     function_name="gpt2_logits",
     arg_names=(

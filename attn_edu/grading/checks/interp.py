@@ -1,23 +1,26 @@
-"""Checks for notebook 13's exercises: two head scores, a head ablation, and a pruning schedule.
+"""Checks for notebook 13's exercises: two head scores, a head ablation, a pruning schedule, a copying score.
 
 The references are :func:`attn_edu.interp.previous_token_score`, :func:`attn_edu.interp.induction_score`,
 :func:`attn_edu.interp.gate_heads` (a head's output zeroed before ``W^O``, what
-:func:`~attn_edu.interp.head_ablation` does) and :func:`attn_edu.interp.pruning_masks`. Cases use causal attention patterns from
-:func:`attn_edu.attention.attention_weights`, some with planted previous-token or induction stripes,
-odd head counts, sizes that are not powers of two and, for the previous-token score, a KV cache
-(``S > T``). The known-wrong versions are the slips these ideas invite: the diagonal instead of the
-sub-diagonal, the repeated token instead of the one after it, a head's channels taken with the wrong
-stride, the most important heads pruned first.
+:func:`~attn_edu.interp.head_ablation` does), :func:`attn_edu.interp.pruning_masks` and
+:func:`attn_edu.circuits.copying_score` (also checked on circuits with known eigenvalues). Cases use causal
+attention patterns from :func:`attn_edu.attention.attention_weights`, some with planted previous-token or
+induction stripes, odd head counts, sizes that are not powers of two and, for the previous-token score, a KV
+cache (``S > T``). The known-wrong versions are the slips these ideas invite: the diagonal instead of the
+sub-diagonal, the repeated token instead of the one after it, a head's channels taken with the wrong stride,
+the most important heads pruned first, the eigenvalues of ``W_OV`` without the embeddings.
 """
 
 from __future__ import annotations
 
 import torch
 
-from attn_edu import interp
+from attn_edu import circuits, interp
 from attn_edu.attention import attention_weights
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.circuits import head_circuits
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.masks import causal_mask
+from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attn_edu.multihead import MultiHeadAttention, merge_heads
 
 # ---------------------------------------------------------------------------------------------------------
@@ -277,6 +280,7 @@ def _after_projection(
 
 ABLATION = Exercise(
     exercise_id="13.3",
+    kind="build",
     title="the attention block's output with one head's output zeroed before W^O",
     function_name="ablate_head",
     arg_names=("head_outputs", "out_weight", "out_bias", "head"),
@@ -391,7 +395,110 @@ PRUNING = Exercise(
 )
 
 
-EXERCISES = (PREVIOUS, INDUCTION, ABLATION, PRUNING)
+# ---------------------------------------------------------------------------------------------------------
+# 13.5 the copying score of a head's full OV circuit (measure)
+
+
+def _planted(g: torch.Generator, V: int, pairs: list, orthonormal: bool = False) -> Case:
+    """w_ov, w_e, w_u whose full OV circuit has known nonzero eigenvalues: those of ``w_ov A = R``, with
+    ``A = w_uᵀ w_e`` and ``R`` block triangular, a (2, 2) block per pair: reals ``(d1, d2)``, or ``z, z̄`` as
+    ``[[a, -b], [b, a]]``. ``orthonormal``: ``w_e = w_u``, ``A = I``; else ``w_ov``'s own eigenvalues differ."""
+    blocks = [
+        [[z.real, -z.imag], [z.imag, z.real]] if isinstance(z, complex) else [[z[0], 0], [0, z[1]]]
+        for z in pairs
+    ]
+    C, f64 = 2 * len(pairs), {"generator": g, "dtype": torch.float64}
+    R = torch.randn(C, C, **f64).triu(diagonal=2) + torch.block_diag(*map(torch.tensor, blocks)).double()
+    w_e, w_u = (torch.randn(V, C, **f64) for _ in range(2))  # (V, C) each; R (C, C)
+    w_e, w_u = (torch.linalg.qr(w_e)[0],) * 2 if orthonormal else (w_e, w_u)  # orthonormal: w_uᵀ w_e = I
+    w_ov = R @ torch.linalg.inv(w_u.T @ w_e)  # (C, C)
+    return Case((w_ov.float(), w_e.float(), w_u.float()), group="known eigenvalues")
+
+
+def _copying_cases(g: torch.Generator) -> list[Case]:
+    random = lambda V, C: Case(tuple(torch.randn(*shape, generator=g) for shape in ((C, C), (V, C), (V, C))))
+    with torch.random.fork_rng():  # an untrained toy model of notebook 13's kind, seeded from g
+        torch.manual_seed(int(torch.randint(2**31, (1,), generator=g)))
+        toy = AttentionOnlyTransformer(AttentionOnlyConfig(vocab_size=29, embed_dim=12, num_heads=3))
+    toy_weights = (head_circuits(toy.layers[1])[1][2], toy.token_embedding.weight, toy.unembed.weight)
+    return [
+        *(random(V, C) for V, C in ((11, 6), (7, 7), (5, 9), (23, 8))),  # w_ov (C, C), w_e and w_u (V, C)
+        Case(tuple(w.detach().clone() for w in toy_weights)),  # layer 1's head 2: w_ov of rank D = 4
+        _planted(g, 9, [(2.0, 1.5), (0.5, 3.0)]),  # a copier: every eigenvalue positive
+        _planted(g, 10, [(-1.0, -2.5), (-0.3, -0.8)]),  # an anti-copier
+        _planted(g, 12, [(3.0, -1.0), 0.5 + 1j, (2.0, 0.0)]),  # mixed signs and a pair 0.5 ± i
+        _planted(g, 7, [(1.0, -2.0), -1.0 + 2j], orthonormal=True),
+        _planted(g, 13, [(0.2, 4.0), 1.5j, (-3.0, 1.0), (-0.7, 0.4)]),  # ± 1.5i adds to Σ |λ| only
+    ]
+
+
+def _planted_ratio_agrees(case: Case, output: torch.Tensor) -> str | None:
+    """Σ Re λ / Σ |λ| read off the planted (2, 2) blocks of ``w_ov w_uᵀ w_e``, no eigensolver."""
+    w_ov, w_e, w_u = (x.double() for x in case.args)
+    R, moduli = w_ov @ (w_u.T @ w_e), 0.0  # (C, C): the planted block triangular matrix
+    for i in range(0, R.shape[0], 2):
+        mean, det = float(R[i : i + 2, i : i + 2].trace()) / 2, float(R[i : i + 2, i : i + 2].det())
+        root = complex(mean**2 - det) ** 0.5  # the block's eigenvalues are mean ± root
+        moduli += abs(mean + root) + abs(mean - root)
+    want, got = float(R.trace()) / moduli, float(output)  # the trace is Σ λ, real
+    if abs(got - want) > 1e-4 + 1e-3 * abs(want):
+        return f"the planted eigenvalues give Σ Re λ / Σ |λ| = {want:.4f}, the answer says {got:.4f}"
+    return None
+
+
+COPYING_SCORE = Exercise(
+    exercise_id="13.5",
+    kind="measure",
+    title="the copying score Σ Re λ / Σ |λ| of a head's full OV circuit w_e w_ov w_uᵀ (V, V)",
+    function_name="copying_score",
+    arg_names=("w_ov", "w_e", "w_u"),
+    reference=lambda w_ov, w_e, w_u: circuits.copying_score(w_e @ w_ov @ w_u.T),  # full circuit (V, V)
+    make_cases=_copying_cases,
+    mistakes=(
+        Mistake(
+            lambda w_ov, w_e, w_u: torch.trace(w_e @ w_ov @ w_u.T),
+            "this is the trace, Σ λ: it grows with the weights' scale. Divide by Σ |λ| so that the score "
+            "lies between -1 (suppresses the token) and +1 (copies it).",
+        ),
+        Mistake(
+            lambda w_ov, w_e, w_u: torch.ones(()),
+            "every head scores 1: the numerator takes |λ| too. Sum the real parts Re λ on top.",
+        ),
+        Mistake(
+            lambda w_ov, w_e, w_u: circuits.copying_score(w_ov),
+            "these are the eigenvalues of w_ov alone (C, C): the copying score is about tokens, so take "
+            "those of the full circuit w_e @ w_ov @ w_u.T (V, V), embedding and unembedding included.",
+        ),
+        Mistake(
+            lambda w_ov, w_e, w_u: circuits.copying_score(w_u @ w_ov @ w_e.T),
+            "the circuit is multiplied in the wrong order: with row vectors (x @ W) a token's embedding row "
+            "goes through w_ov, then w_u.T: w_e @ w_ov @ w_u.T (the paper's W_U W_OV W_E is its transpose).",
+        ),
+    ),
+    properties=(
+        Property(
+            "known eigenvalues",
+            "on circuits built with known eigenvalues λ (real ones and complex pairs) the answer must be "
+            "Σ Re λ / Σ |λ| of exactly those: eigenvalues of w_e @ w_ov @ w_u.T, real parts summed on top.",
+            holds=_planted_ratio_agrees,
+        ),
+    ),
+    hints=(
+        "build the full OV circuit first: a token's embedding row goes through w_ov, then the unembedding, "
+        "giving a (V, V) matrix whose row a is the logits added when the head attends to token a.",
+        "torch.linalg.eigvals gives its V complex eigenvalues (some may come in conjugate pairs); the "
+        "score compares the sum of their real parts with the sum of their moduli.",
+        "sum the real parts (Tensor.real) and the moduli (Tensor.abs()) of the eigenvalues and divide; "
+        "eigvals of a float32 matrix is complex64, so the ratio is a float32 0-d tensor, the inputs' dtype.",
+    ),
+    difficulty=2,
+    minutes=15,
+    atol=1e-4,
+    rtol=1e-3,
+)
+
+
+EXERCISES = (PREVIOUS, INDUCTION, ABLATION, PRUNING, COPYING_SCORE)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ a :class:`attn_edu.kv_cache.KVCacheLayer` holding the given cache; each case's c
 real prefix, so the step must equal the last row of the causal forward over all ``S + 1`` tokens. Its
 known-wrong versions: the new token left out of the cache, a top-left causal mask that lets the one query see
 key 0 only, the scale ``1/sqrt(C)``, and weights used untransposed.
+(10.6, the cached length at which the cache outweighs the model, is in :mod:`attn_edu.grading.checks.kv_memory`.)
 """
 
 from __future__ import annotations
@@ -402,6 +403,7 @@ def _decode_variant(
 
 DECODE_STEP = Exercise(
     exercise_id="10.5",
+    kind="build",
     title="one decoding step with a KV cache: the new token attends to the cached keys and to itself",
     function_name="decode_step",
     arg_names=("x", "k_cache", "v_cache", "w_q", "w_k", "w_v", "w_o", "num_heads"),

@@ -1,9 +1,12 @@
-"""Checks for notebook 04's exercises: a bottom-right causal mask, a padding mask, a masked softmax.
+"""Checks for notebook 04's exercises: a bottom-right causal mask, a padding mask, a masked softmax, the
+decoding mask of a left-padded batch (checked against transformers), and the padding waste of
+length-sorted batches (a measurement, checked by counting the padding masks' hidden entries).
 
-The references are :func:`attn_edu.masks.causal_mask`, :func:`attn_edu.masks.padding_mask` and
+The references are built on :func:`attn_edu.masks.causal_mask`, :func:`attn_edu.masks.padding_mask` and
 :func:`attn_edu.attention.masked_softmax`. Cases include ``T > S`` and ``T < S``, empty sequences and
 fully masked rows; the known-wrong versions below are the usual slips (top-left alignment, off-by-one
-diagonals, inverted polarity, left/right swapped, NaN rows, masking after the softmax, finite fills).
+diagonals, inverted polarity, left/right swapped, NaN rows, masking after the softmax, finite fills,
+unsorted batches, padded keys counted without padded queries).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import torch
 
 from attn_edu import masks
 from attn_edu.attention import masked_softmax
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 
 # ---------------------------------------------------------------------------------------------------------
 # 04.1 bottom-right causal mask
@@ -245,6 +248,7 @@ def _decoding_reference(attention_mask: torch.Tensor, T: int) -> torch.Tensor:
 
 DECODING_MASK = Exercise(
     exercise_id="04.4",
+    kind="build",
     title="the decoding mask from Hugging Face's attention_mask: causal (bottom-right) and padded keys hidden",
     function_name="decoding_mask",
     arg_names=("attention_mask", "T"),
@@ -286,7 +290,143 @@ DECODING_MASK = Exercise(
 )
 
 
-EXERCISES = (CAUSAL, PADDING, MASKED_SOFTMAX, DECODING_MASK)
+# ---------------------------------------------------------------------------------------------------------
+# 04.5 the padding waste of length-sorted batches (a measurement, checked by counting mask entries)
+
+
+def _waste_cases(g: torch.Generator) -> list[Case]:
+    def lengths(n: int, longest: int) -> torch.Tensor:
+        return torch.randint(1, longest + 1, (n,), generator=g)  # (N,) every sequence has a token
+
+    return [
+        Case((torch.tensor([5, 12, 3, 9, 7, 2, 11]), 3)),  # the last batch holds one sequence
+        Case((lengths(13, 40), 4)),
+        Case((lengths(10, 25), 10)),  # one batch: no sorting can help
+        Case((torch.tensor([30, 1, 1, 1, 30, 1]), 2)),  # sorting pairs the two long ones
+        Case((lengths(9, 17), 1)),  # one sequence per batch: no padding at all
+        Case((lengths(11, 33), 5)),
+        Case((lengths(11, 29), 3), group="the masks' False entries"),
+        Case((lengths(8, 50), 5), group="the masks' False entries"),
+    ]
+
+
+def _sorted_batches(lengths: torch.Tensor, batch_size: int) -> tuple[torch.Tensor, ...]:
+    return lengths.sort(descending=True).values.split(batch_size)  # longest first; the last may be smaller
+
+
+def _waste_reference(lengths: torch.Tensor, batch_size: int) -> torch.Tensor:
+    real = total = 0
+    for batch in _sorted_batches(lengths, batch_size):
+        tokens = masks.padding_mask(batch)  # (B_b, L_b) padded to the batch's own longest, True = real
+        real += int((tokens.sum(dim=-1) ** 2).sum())  # real query × real key pairs: Σ ℓ²
+        total += tokens.numel() * tokens.shape[-1]  # every score entry: B_b × L_b × L_b
+    return torch.tensor(1 - real / total, dtype=torch.float64)  # 0-d
+
+
+def _counted_waste(lengths: torch.Tensor, batch_size: int) -> tuple[int, int]:
+    """(False entries, all entries) of the query × key padding masks of the sorted batches."""
+    hidden = total = 0
+    for batch in lengths.sort(descending=True).values.split(batch_size):
+        tokens = masks.padding_mask(batch)  # (B_b, L_b)
+        pairs = masks.query_key_mask(tokens, tokens)  # (B_b, 1, L_b, L_b): a real query and a real key
+        hidden, total = hidden + int((~pairs).sum()), total + pairs.numel()
+    return hidden, total
+
+
+def _waste_holds(case: Case, output: torch.Tensor) -> str | None:
+    if output.ndim != 0 or not output.is_floating_point():
+        return f"expected a 0-d float64 fraction, got shape {tuple(output.shape)} {output.dtype}"
+    hidden, total = _counted_waste(*case.args)
+    if abs(float(output) - hidden / total) > 1e-9:
+        return (
+            f"the padding masks of these batches hide {hidden:,} of {total:,} score entries "
+            f"({hidden / total:.6f}), the answer says {float(output):.6f}"
+        )
+    return None
+
+
+def _wrong_waste(
+    lengths: torch.Tensor,
+    batch_size: int,
+    *,
+    sort: bool = True,
+    pad_to_all: bool = False,
+    count: str = "pairs",
+) -> torch.Tensor:
+    """The known-wrong wastes: unsorted batches, every batch padded to the longest of all, or counting
+    ``"keys"`` (padded keys only), ``"tokens"`` (padded tokens, not score entries) or ``"entries"`` (no fraction)."""
+    batches = _sorted_batches(lengths, batch_size) if sort else lengths.split(batch_size)
+    longest = [int(lengths.max()) if pad_to_all else int(b.max()) for b in batches]  # L_b
+    total = sum(len(b) * L * L for b, L in zip(batches, longest))  # Σ B_b L_b²
+    real = int((lengths**2).sum())  # Σ ℓ²: a real query and a real key
+    if count == "keys":  # entries with a padded key: Σ L_b (L_b - ℓ) over Σ B_b L_b²
+        waste = 1 - sum(int(b.sum()) * L for b, L in zip(batches, longest)) / total
+    elif count == "tokens":  # 1 - Σ ℓ / Σ B_b L_b
+        waste = 1 - int(lengths.sum()) / sum(len(b) * L for b, L in zip(batches, longest))
+    elif count == "entries":
+        waste = float(total - real)
+    else:
+        waste = 1 - real / total
+    return torch.tensor(waste, dtype=torch.float64)  # 0-d
+
+
+PADDING_WASTE = Exercise(
+    exercise_id="04.5",
+    kind="measure",
+    title="the fraction of attention-score entries that involve padding, for length-sorted batches",
+    function_name="padding_waste",
+    arg_names=("lengths", "batch_size"),
+    reference=_waste_reference,
+    make_cases=_waste_cases,
+    mistakes=(
+        Mistake(
+            lambda lengths, batch_size: _wrong_waste(lengths, batch_size, sort=False),
+            "the batches are cut in the given order; sort the lengths first, longest first "
+            "(lengths.sort(descending=True)), so that each batch holds sequences of similar length.",
+        ),
+        Mistake(
+            lambda lengths, batch_size: _wrong_waste(lengths, batch_size, count="keys"),
+            "only the padded keys are counted; an entry also involves padding when its *query* is padded "
+            "(a padded query's whole row): the real entries are the ℓ × ℓ block of each sequence.",
+        ),
+        Mistake(
+            lambda lengths, batch_size: _wrong_waste(lengths, batch_size, pad_to_all=True),
+            "every batch is padded to the longest sequence of all; each batch only needs its own longest, "
+            "L_b = the batch's max.",
+        ),
+        Mistake(
+            lambda lengths, batch_size: _wrong_waste(lengths, batch_size, count="entries"),
+            "that is the number of padded entries; return the fraction: divide by all entries, Σ B_b L_b².",
+        ),
+        Mistake(
+            lambda lengths, batch_size: _wrong_waste(lengths, batch_size, count="tokens"),
+            "that is the fraction of padded *tokens*; the scores are query × key, so a sequence of length ℓ "
+            "in a batch padded to L_b fills ℓ² of L_b² entries.",
+        ),
+    ),
+    properties=(
+        Property(
+            "the masks' False entries",
+            "count what the masks hide: for each batch, padding_mask to its own longest, the query × key mask "
+            "(a real query and a real key), and the fraction of False entries over all batches together.",
+            holds=_waste_holds,
+        ),
+    ),
+    hints=(
+        "sort the lengths (longest first), cut them into batches of batch_size, and for each batch count two "
+        "numbers: all its score entries and the real ones. The answer is 1 - (real / all), summed over batches "
+        "before dividing.",
+        "a batch of sequences of lengths ℓ padded to its longest L has B × L × L score entries; the real ones "
+        "(a real query and a real key) are the ℓ × ℓ block of each sequence.",
+        "a sketch: for batch in lengths.sort(descending=True).values.split(batch_size): add len(batch) · L² "
+        "to the total and Σ ℓ² to the real count; at the end, a 0-d float64 tensor of 1 - real / total.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (CAUSAL, PADDING, MASKED_SOFTMAX, DECODING_MASK, PADDING_WASTE)
 
 
 # ---------------------------------------------------------------------------------------------------------

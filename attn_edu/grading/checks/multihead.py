@@ -1,14 +1,15 @@
-"""Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``, and
-self-attention from the packed weights of :class:`torch.nn.MultiheadAttention`.
+"""Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``,
+self-attention from the packed weights of :class:`torch.nn.MultiheadAttention`, and a GQA layer's parameters.
 
 The references are :func:`attn_edu.multihead.split_heads`, :func:`attn_edu.multihead.merge_heads`,
-:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in; biases only for 05.5) and
-:func:`attn_edu.multihead.repeat_kv`. Cases use odd head counts, sizes that are not powers of two,
-``T != S`` and ``T != D`` (so that a transposed result cannot pass by having the right shape). The
+:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in; biases only for 05.5),
+:func:`attn_edu.multihead.repeat_kv` and :func:`attn_edu.multihead.attention_parameter_count`, whose answer
+05.6 also checks against the tensors of a real module. Cases use odd head counts, sizes that are not powers of
+two, ``T != S`` and ``T != D`` (so that a transposed result cannot pass by having the right shape). The
 known-wrong versions below are the usual slips: a reshape that cuts tokens instead of channels,
 channels dealt out to heads in turn, transposing the wrong dimensions, a missing ``W^O``, the scale
-``1/sqrt(C)`` instead of ``1/sqrt(D)``, kv heads tiled instead of repeated in place, and torch's
-``(out, in)`` weights used untransposed or its biases left out.
+``1/sqrt(C)`` instead of ``1/sqrt(D)``, kv heads tiled instead of repeated in place, torch's
+``(out, in)`` weights used untransposed or its biases left out, and K and V counted at full width.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import math
 
 import torch
 
-from attn_edu import masks
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu import masks, multihead
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
 
 
@@ -161,27 +162,11 @@ def _weight(g: torch.Generator, out_features: int, in_features: int) -> torch.Te
 
 
 def _mha_case(
-    g: torch.Generator,
-    B: int,
-    T: int,
-    S: int,
-    C: int,
-    H: int,
-    kdim: int,
-    vdim: int,
-    mask: torch.Tensor | None,
-) -> Case:
-    args = (
-        _randn(g, B, T, C),  # query
-        _randn(g, B, S, kdim),  # key
-        _randn(g, B, S, vdim),  # value
-        _weight(g, C, C),  # w_q
-        _weight(g, C, kdim),  # w_k
-        _weight(g, C, vdim),  # w_v
-        _weight(g, C, C),  # w_o
-        H,
-    )
-    return Case(args, {} if mask is None else {"mask": mask})
+    g: torch.Generator, B: int, T: int, S: int, C: int, H: int, kdim: int, vdim: int, mask: torch.Tensor | None
+) -> Case:  # fmt: skip
+    inputs = (_randn(g, B, T, C), _randn(g, B, S, kdim), _randn(g, B, S, vdim))  # query, key, value
+    weights = (_weight(g, C, C), _weight(g, C, kdim), _weight(g, C, vdim), _weight(g, C, C))  # w_q, k, v, o
+    return Case((*inputs, *weights, H), {} if mask is None else {"mask": mask})
 
 
 def _mha_cases(g: torch.Generator) -> list[Case]:
@@ -328,15 +313,8 @@ REPEAT_KV = Exercise(
 
 
 def _torch_mha_case(g: torch.Generator, B: int, T: int, C: int, H: int) -> Case:
-    args = (
-        _randn(g, B, T, C),  # x
-        _randn(g, 3 * C, C) / math.sqrt(C),  # in_proj_weight: rows q, then k, then v
-        _randn(g, 3 * C),  # in_proj_bias
-        _weight(g, C, C),  # out_proj_weight
-        _randn(g, C),  # out_proj_bias
-        H,
-    )
-    return Case(args)
+    x, in_proj = _randn(g, B, T, C), (_randn(g, 3 * C, C) / math.sqrt(C), _randn(g, 3 * C))  # rows q, k, v
+    return Case((x, *in_proj, _weight(g, C, C), _randn(g, C), H))  # then out_proj's weight and bias
 
 
 def _torch_mha_cases(g: torch.Generator) -> list[Case]:
@@ -384,6 +362,7 @@ def _torch_mha_variant(
 
 TORCH_MHA = Exercise(
     exercise_id="05.5",
+    kind="build",
     title="self-attention from nn.MultiheadAttention's packed weights and biases",
     function_name="mha_from_torch",
     arg_names=("x", "in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias", "num_heads"),
@@ -428,7 +407,102 @@ TORCH_MHA = Exercise(
 )
 
 
-EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV, TORCH_MHA)
+# ---------------------------------------------------------------------------------------------------------
+# 05.6 measure: the parameters of a grouped-query attention layer, checked on the module's own tensors
+
+MODULE_COUNT = "the module's own parameters"
+
+
+def _count_cases(g: torch.Generator) -> list[Case]:
+    def layer(num_kv_heads: int, n_rep: int, bias: bool, group: str = "values") -> Case:
+        H, head_dim = num_kv_heads * n_rep, int(torch.randint(3, 10, (), generator=g))  # odd widths too
+        return Case((H * head_dim, H, num_kv_heads, bias), group=group)
+
+    reps = torch.randint(2, 5, (3,), generator=g).tolist()  # query heads per kv head
+    return [
+        layer(5, 1, True),  # MHA: H_kv = H
+        layer(2, reps[0], True),  # GQA
+        layer(1, 7, True),  # MQA
+        layer(3, reps[1], False),
+        Case((4096, 32, 8, False)),  # a Llama-3-8B layer
+        layer(2, reps[2], True, MODULE_COUNT),
+        layer(1, 5, False, MODULE_COUNT),
+        layer(3, 1, True, MODULE_COUNT),
+        Case((4096, 32, 8, False), group=MODULE_COUNT),  # on the meta device: shapes without memory
+    ]
+
+
+def _count_holds(case: Case, output: torch.Tensor) -> str | None:
+    d_model, num_heads, num_kv_heads, bias = case.args
+    with torch.device("meta"):
+        layer = MultiHeadAttention(d_model, num_heads, num_kv_heads=num_kv_heads, bias=bias)
+    counted = sum(p.numel() for p in layer.parameters())  # the tensors themselves, not a formula
+    if output.ndim != 0 or output.is_floating_point() or int(output) != counted:
+        return f"the module's tensors hold {counted:,} numbers (sum of p.numel()), the answer says {output.tolist()}"
+    return None
+
+
+def _count_with(d_model, num_heads, num_kv_heads, bias, *, kv_width=None, bias_width=None, out=True):
+    """A known-wrong count: K and V ``kv_width`` wide, ``bias_width`` biases, or W^O left out."""
+    kv = num_kv_heads * (d_model // num_heads) if kv_width is None else kv_width  # H_kv · D
+    weights = d_model * d_model * (2 if out else 1) + 2 * d_model * kv
+    biases = d_model * (2 if out else 1) + 2 * kv if bias_width is None else bias_width
+    return torch.tensor(weights + (biases if bias else 0))
+
+
+PARAMETER_COUNT = Exercise(
+    exercise_id="05.6",
+    kind="measure",
+    title="the parameters of a grouped-query attention layer: W^Q, W^O full width, W^K, W^V only H_kv heads wide",
+    function_name="attention_parameter_count",
+    arg_names=("d_model", "num_heads", "num_kv_heads", "bias"),
+    reference=lambda d_model, num_heads, num_kv_heads, bias: torch.tensor(
+        multihead.attention_parameter_count(d_model, num_heads, num_kv_heads=num_kv_heads, bias=bias)
+    ),
+    make_cases=_count_cases,
+    mistakes=(
+        Mistake(
+            lambda d, h, kv, b: _count_with(d, h, kv, b, kv_width=d),
+            "W^K and W^V are counted at full width: that is the MHA count. Under GQA they produce only "
+            "num_kv_heads heads, d_model × (num_kv_heads · head_dim) each, head_dim = d_model / num_heads.",
+        ),
+        Mistake(
+            lambda d, h, kv, b: _count_with(d, h, kv, False),
+            "the biases are missing: with bias=True each projection has one bias per output feature, "
+            "d_model for W^Q and W^O, num_kv_heads · head_dim for W^K and W^V.",
+        ),
+        Mistake(
+            lambda d, h, kv, b: _count_with(d, h, kv, b, bias_width=4 * d),
+            "the weights of W^K and W^V shrink but their biases are counted as d_model each: a bias has one "
+            "number per output feature, num_kv_heads · head_dim for the kv projections.",
+        ),
+        Mistake(
+            lambda d, h, kv, b: _count_with(d, h, kv, b, out=False),
+            "W^O is missing: the output projection (d_model × d_model, plus its bias) is part of the layer.",
+        ),
+    ),
+    properties=(
+        Property(
+            MODULE_COUNT,
+            "build attn_edu's MultiHeadAttention(d_model, num_heads, num_kv_heads=..., bias=...) and add up "
+            "p.numel() over its parameters: the answer must be that number.",
+            holds=_count_holds,
+        ),
+    ),
+    hints=(
+        "list the four projections as nn.Linear layers, with their in and out features; under GQA only two "
+        "of them get smaller.",
+        "head_dim = d_model / num_heads. W^Q and W^O are d_model × d_model; W^K and W^V map d_model to "
+        "num_kv_heads · head_dim. An nn.Linear(i, o) holds i · o weights and, with a bias, o more.",
+        "a sketch: add the four weight counts; when bias is True add the four out-feature counts; hand the "
+        "total back as a 0-d int64 tensor (torch.tensor of a Python int).",
+    ),
+    difficulty=1,
+    minutes=10,
+)
+
+
+EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV, TORCH_MHA, PARAMETER_COUNT)
 
 
 # ---------------------------------------------------------------------------------------------------------

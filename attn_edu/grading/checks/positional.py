@@ -1,10 +1,11 @@
-"""Checks for notebook 06's exercises: the sinusoidal table, the ALiBi bias, T5's relative-position buckets, and
-Shaw et al.'s relative attention built from its two tables (against :func:`attn_edu.positional.shaw_attention`).
+"""Checks for notebook 06's exercises: the sinusoidal table, the ALiBi bias, T5's relative-position buckets,
+Shaw et al.'s relative attention built from its two tables (against :func:`attn_edu.positional.shaw_attention`),
+and the shift map ``M_k`` fitted by least squares (checked by the normal equations and the exact rotation).
 
 Each exercise is compared with :mod:`attn_edu.positional` on random cases (``T != S``, sizes that are
 not powers of two, odd head counts); the known-wrong versions below are the slips learners make most
 often (sin and cos swapped, a wrong exponent, a mask aligned to the wrong corner, a missing bucket
-offset), written out as functions so a check can name the one it sees.
+offset, a fit the wrong way round), written out as functions so a check can name the one it sees.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import torch
 
 from attn_edu import positional
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 
 # ---------------------------------------------------------------------------------------------------------
 # 06.1 the sinusoidal table
@@ -322,6 +323,7 @@ def _shaw_variant(
 
 SHAW = Exercise(
     exercise_id="06.4",
+    kind="build",
     title="Shaw et al.'s relative attention: a^K and a^V looked up by clipped distance, added to keys and values",
     function_name="shaw_relative_attention",
     arg_names=("q", "k", "v", "key_table", "value_table", "max_distance", "is_causal"),
@@ -366,7 +368,114 @@ SHAW = Exercise(
 )
 
 
-EXERCISES = (SINUSOIDAL, ALIBI, BUCKETS, SHAW)
+# ---------------------------------------------------------------------------------------------------------
+# 06.5 measure: the shift map M_k fitted by least squares, checked by the normal equations
+
+NORMAL_EQUATIONS = "least squares: the normal equations, and M_k where the data pins it down"
+
+
+def _shift_cases(g: torch.Generator) -> list[Case]:
+    def table(n: int, dim: int, base: float = 10000.0, *, mixed: bool = False) -> torch.Tensor:
+        start = int(torch.randint(0, 50, (), generator=g))  # any stretch of positions
+        pe = positional.sinusoidal_encoding(start + n, dim, base=base, dtype=torch.float64)[
+            start:
+        ]  # (n, dim)
+        if not mixed:
+            return pe
+        W = torch.eye(dim, dtype=torch.float64) + 0.2 * torch.randn(
+            dim, dim, generator=g, dtype=torch.float64
+        )
+        return pe @ W  # the positions seen through a linear layer: the shift is still linear, not a rotation
+
+    def shift() -> int:
+        return int(torch.randint(2, 7, (), generator=g))
+
+    return [
+        Case((table(120, 8, 100.0), shift())),
+        Case((table(300, 10, 1000.0), shift())),
+        Case((table(90, 6, 50.0), shift())),
+        Case((table(200, 8, 300.0, mixed=True), shift())),
+        Case((table(400, 12), shift())),  # the paper's base: the slowest pair turns less than once
+        # Pure sinusoids with base 10000 (the property knows ω_i), the slow pairs nearly dependent.
+        Case((table(250, 16), 3), group=NORMAL_EQUATIONS),
+        Case((table(160, 14), 4), group=NORMAL_EQUATIONS),
+        Case((table(400, 12), shift()), group=NORMAL_EQUATIONS),
+    ]
+
+
+def _shift_holds(case: Case, output: torch.Tensor) -> str | None:
+    table, k = case.args
+    A, B, M = table[:-k], table[k:], output.double()  # (N - k, D), (N - k, D), (D, D)
+    gap = float((A.T @ (A @ M - B)).norm() / (A.T @ B).norm())  # 0 at a least-squares minimum
+    if gap > 1e-5:
+        return f"‖Aᵀ(A M − B)‖ is {gap:.3g} of ‖Aᵀ B‖ (A = table[:-k], B = table[k:]), not about 0"
+    D = table.shape[-1]
+    exact = positional.rotation_matrix(k, D).T  # (D, D): rows, so table[p + k] = table[p] @ M_kᵀ
+    turning = positional.wavelengths(D) <= len(A)  # (D/2,) the pairs that turn at least once in the data
+    for i in turning.nonzero().flatten().tolist():
+        block = slice(2 * i, 2 * i + 2)
+        error = float((M[block, block] - exact[block, block]).abs().max())
+        if error > 1e-5:
+            return f"pair {i} turns within the table, yet its 2×2 block differs from the rotation by k·ω_{i} by {error:.3g}"
+    return None
+
+
+def _fit(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.lstsq(A, B, driver="gelsd").solution  # argmin ‖A M - B‖
+
+
+SHIFT_MAP = Exercise(
+    exercise_id="06.5",
+    kind="measure",
+    title="the least-squares map M with table[:-k] @ M ≈ table[k:]: can a layer learn the shift M_k?",
+    function_name="fit_shift_map",
+    arg_names=("table", "k"),
+    reference=lambda table, k: positional.fit_shift_map(table, k),
+    make_cases=_shift_cases,
+    mistakes=(
+        Mistake(
+            lambda table, k: _fit(table[k:], table[:-k]),
+            "the map is fitted the wrong way round: it takes position p + k back to p (M_-k). Solve "
+            "table[:-k] @ M ≈ table[k:]: A = table[:-k] (the earlier rows), B = table[k:].",
+        ),
+        Mistake(
+            lambda table, k: _fit(table[:-k], table[k:]).T,
+            "the result is transposed: the rows are positions, so the map acts from the right, "
+            "table[:-k] @ M ≈ table[k:]; lstsq(A, B).solution is that M as it is, no .T.",
+        ),
+        Mistake(
+            lambda table, k: _fit(table[: -k - 1], table[k + 1 :]),
+            "the shift is off by one: this map moves k + 1 rows. Pair row p with row p + k: table[:-k] and table[k:].",
+        ),
+        Mistake(
+            lambda table, k: _fit(table[: len(table) - k + 1], table[k - 1 :]),
+            "the shift is off by one: this map moves k - 1 rows. Pair row p with row p + k: table[:-k] and table[k:].",
+        ),
+    ),
+    properties=(
+        Property(
+            NORMAL_EQUATIONS,
+            "a least-squares M solves the normal equations Aᵀ A M = Aᵀ B (A = table[:-k], B = table[k:]); on a "
+            "sinusoidal table, every pair that turns within the table pins its 2×2 block down to the rotation.",
+            holds=_shift_holds,
+        ),
+    ),
+    hints=(
+        "rows are positions: the inputs of the map are the rows that have a row k further on, the targets "
+        "are those later rows. Which slices of the table are they?",
+        "A = table[:-k] and B = table[k:] have the same shape (N - k, D); you want the (D, D) matrix M that "
+        "makes A @ M as close as possible to B. torch.linalg has a least-squares solver.",
+        "torch.linalg.lstsq(A, B) returns a named tuple; its .solution is the (D, D) map. Keep float64, and "
+        "do not transpose it: it already acts on rows from the right.",
+    ),
+    difficulty=2,
+    minutes=15,
+    atol=1e-6,  # float64 fits by lstsq, pinv or the normal equations agree to ~1e-7 on these tables
+    rtol=1e-5,
+)
+
+
+EXERCISES = (SINUSOIDAL, ALIBI, BUCKETS, SHAW, SHIFT_MAP)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Checks for notebook 01's exercises: a soft lookup with a temperature, Nadaraya–Watson regression, dot-product pooling,
-and additive (Bahdanau) attention from raw weights (the reference loads them into
-:class:`attn_edu.retrieval.AdditiveScore`).
+"""Checks for notebook 01's exercises: a soft lookup with a temperature, Nadaraya–Watson regression, the
+bandwidth with the lowest validation error (a measurement, checked by every candidate's error), and additive
+(Bahdanau) attention from raw weights (the reference loads them into :class:`attn_edu.retrieval.AdditiveScore`).
 
 Each exercise is compared with :mod:`attn_edu.retrieval` on random cases (``T != S``, sizes that are not
 powers of two, odd head counts as leading dims), and each lists the slips learners make most often,
@@ -235,70 +235,151 @@ NADARAYA_WATSON = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 01.3 dot-product attention pooling
+# 01.3 the bandwidth with the lowest validation error (a measurement, checked by every candidate's error)
 
 
-def _pool_cases(g: torch.Generator) -> list[Case]:
+def _validation_errors(x_train, y_train, x_val, y_val, bandwidths) -> torch.Tensor:
+    """Each candidate's mean squared error on the validation points, in float64 with plain torch (not the
+    library): the Gaussian kernel of every (validation, training) pair, normalised per row."""
+    gaps = x_val.double()[:, None] - x_train.double()[None, :]  # (N, S)
+    scores = -(gaps**2)[None] / (2 * bandwidths.double()[:, None, None] ** 2)  # (K, N, S)
+    kernel = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # (K, N, S): largest term e^0 = 1
+    predictions = (kernel @ y_train.double()) / kernel.sum(dim=-1)  # (K, N)
+    return (predictions - y_val.double()).pow(2).mean(dim=-1)  # (K,)
+
+
+def _clear_winner(errors: torch.Tensor, pick) -> int | None:
+    """The index ``pick`` (argmin or argmax) chooses, if the runner-up is more than 2% away, else None."""
+    ranked = errors.sort(descending=pick is torch.argmax).values  # (K,)
+    if abs(float(ranked[1] - ranked[0])) <= 0.02 * abs(float(ranked[0])) + 1e-6:
+        return None
+    return int(pick(errors))
+
+
+def _noisy_curve(g: torch.Generator, n: int, curve: tuple[float, float, float]) -> tuple[torch.Tensor, ...]:
+    """n points x on [0, 5] and y = sin(f x + phase) + x / 2 + noise, for curve = (f, phase, noise sd)."""
+    freq, phase, noise = curve
+    x = torch.rand(n, generator=g) * 5  # (n,)
+    return x, torch.sin(freq * x + phase) + 0.5 * x + noise * torch.randn(n, generator=g)  # (n,), (n,)
+
+
+def _bandwidth_case(g: torch.Generator, S: int, N: int, bandwidths: list[float], group: str = "values"):
+    """S training and N validation points of one noisy curve, drawn again until the answer, the worst
+    candidate and the training-error winner are three different, clear winners (each slip its own answer)."""
+    candidates = torch.tensor(bandwidths)  # (K,)
+    low, span = torch.tensor([1.5, 0.0, 0.2]), torch.tensor([1.0, 6.0, 0.2])  # frequency, phase, noise sd
+    for _ in range(50):
+        curve = (low + span * torch.rand(3, generator=g)).tolist()
+        (x_train, y_train), (x_val, y_val) = _noisy_curve(g, S, curve), _noisy_curve(g, N, curve)
+        on_val = _validation_errors(x_train, y_train, x_val, y_val, candidates)  # (K,)
+        on_train = _validation_errors(x_train, y_train, x_train, y_train, candidates)  # (K,)
+        picks = {_clear_winner(on_val, torch.argmin), _clear_winner(on_val, torch.argmax)}
+        picks.add(_clear_winner(on_train, torch.argmin))
+        if None not in picks and len(picks) == 3:
+            return Case((x_train, y_train, x_val, y_val, candidates), group=group)
+    raise RuntimeError("no case separates the known slips in 50 draws: change the sizes or the candidates")
+
+
+def _bandwidth_cases(g: torch.Generator) -> list[Case]:
+    # Candidates exact in float32 (multiples of 1/128), so that messages print them as written; none is an
+    # integer, which an index returned by mistake could equal.
     return [
-        Case((_randn(g, 4, 6), _randn(g, 9, 6), _randn(g, 9, 3))),
-        Case((_randn(g, 2, 3, 5, 10), _randn(g, 2, 3, 7, 10), _randn(g, 2, 3, 7, 4))),
-        Case((_randn(g, 1, 5, 3, 12), _randn(g, 1, 5, 11, 12), _randn(g, 1, 5, 11, 12))),
-        Case((_randn(g, 3, 1, 7), _randn(g, 3, 6, 7), _randn(g, 3, 6, 2))),
+        _bandwidth_case(g, 30, 17, [0.03125, 0.125, 0.25, 0.75, 2.5]),
+        _bandwidth_case(g, 23, 11, [1.25, 0.0625, 0.5, 0.1875]),  # not in order
+        _bandwidth_case(g, 41, 25, [0.0625, 0.09375, 0.15625, 0.3125, 0.5625, 0.875, 2.25]),
+        _bandwidth_case(g, 17, 9, [0.375, 2.75, 0.078125, 0.15625, 0.625]),
+        _bandwidth_case(
+            g, 37, 13, [0.046875, 0.125, 0.21875, 0.375, 3.25], group="the lowest validation error"
+        ),
+        _bandwidth_case(
+            g, 26, 19, [0.875, 0.078125, 0.3125, 0.1875, 0.109375, 1.625], group="the lowest validation error"
+        ),
     ]
 
 
-def _pool_reference(query, keys, values):
-    scores = retrieval.scaled_dot_product_score(query, keys)  # (..., T, S)
-    return retrieval.attention_pool(scores, values)  # (..., T, Dv)
+def _errors_of(x_query, y_query, x_train, y_train, bandwidths) -> torch.Tensor:
+    """The library's Nadaraya–Watson prediction at x_query for each bandwidth, scored against y_query."""
+    predictions = [
+        retrieval.nadaraya_watson(x_query, x_train, y_train, bandwidth=float(bw)) for bw in bandwidths
+    ]
+    return torch.stack([(p - y_query).pow(2).mean() for p in predictions])  # (K,)
 
 
-def _pool_scaled(scale_of_d):
-    def wrong(query, keys, values):
-        return _pool(_scores(query, keys) * scale_of_d(query.shape[-1]), values)
-
-    return wrong
+def _best_bandwidth_reference(x_train, y_train, x_val, y_val, bandwidths):
+    errors = _errors_of(x_val, y_val, x_train, y_train, bandwidths)  # (K,)
+    return bandwidths[errors.argmin()]  # 0-d
 
 
-DOT_PRODUCT_POOL = Exercise(
+def _lowest_error_holds(case: Case, output: torch.Tensor) -> str | None:
+    """The answer is one of the candidates, and no candidate has a lower validation error (recomputed here)."""
+    x_train, y_train, x_val, y_val, bandwidths = case.args
+    if output.ndim != 0 or not output.is_floating_point():
+        return f"expected a 0-d float tensor (one of the bandwidths), got shape {tuple(output.shape)} {output.dtype}"
+    errors = _validation_errors(x_train, y_train, x_val, y_val, bandwidths)  # (K,)
+    given = float(output)
+    picked = (bandwidths.double() - given).abs() <= 1e-6 * bandwidths.double().abs()  # (K,)
+    if not picked.any():
+        listed = ", ".join(f"{b:g}" for b in bandwidths.tolist())
+        return f"{given:g} is not one of the candidates ({listed})"
+    best = int(errors.argmin())
+    chosen, lowest = float(errors[picked].min()), float(errors[best])
+    if chosen > lowest * (1 + 1e-4) + 1e-9:
+        return (
+            f"σ = {given:g} has validation MSE {chosen:.4f}, but σ = {float(bandwidths[best]):g} has "
+            f"{lowest:.4f}, the lowest"
+        )
+    return None
+
+
+BEST_BANDWIDTH = Exercise(
     exercise_id="01.3",
-    title="dot-product attention pooling: softmax(q · k / sqrt(D)) @ values",
-    function_name="dot_product_pool",
-    arg_names=("query", "keys", "values"),
-    reference=_pool_reference,
-    make_cases=_pool_cases,
+    kind="measure",
+    title="the bandwidth among the candidates whose Nadaraya–Watson prediction has the lowest validation MSE",
+    function_name="best_bandwidth",
+    arg_names=("x_train", "y_train", "x_val", "y_val", "bandwidths"),
+    reference=_best_bandwidth_reference,
+    make_cases=_bandwidth_cases,
     mistakes=(
         Mistake(
-            _pool_scaled(lambda D: 1.0),
-            "the scores are not divided by sqrt(D): scale q · k by 1 / sqrt(query.shape[-1]).",
+            lambda xt, yt, xv, yv, bws: bws[_errors_of(xv, yv, xt, yt, bws).argmax()],
+            "that is the bandwidth with the highest validation error: the best one has the lowest, so take "
+            "the argmin of the errors, not the argmax.",
         ),
         Mistake(
-            _pool_scaled(lambda D: 1.0 / D),
-            "the scores are divided by D; the scale is 1 / sqrt(D).",
+            lambda xt, yt, xv, yv, bws: bws[_errors_of(xt, yt, xt, yt, bws).argmin()],
+            "the error is measured on the training points, where a tiny bandwidth gives each point its own "
+            "target back and always wins; predict the validation points x_val from the training points and "
+            "compare with y_val.",
         ),
         Mistake(
-            _pool_scaled(lambda D: math.sqrt(D)),
-            "the scores are multiplied by sqrt(D); divide by it instead.",
+            lambda xt, yt, xv, yv, bws: _errors_of(xv, yv, xt, yt, bws).argmin(),
+            "that is the position of the best candidate in bandwidths; return the bandwidth itself, "
+            "bandwidths[i], a 0-d float tensor.",
         ),
         Mistake(
-            lambda query, keys, values: _pool(_scores(query, keys) / math.sqrt(query.shape[-1]), values, -2),
-            "the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
-        ),
-        Mistake(
-            lambda query, keys, values: torch.softmax(_scores(query, keys) / math.sqrt(query.shape[-1]), -1),
-            "this is the (..., T, S) matrix of weights; the pooled output is weights @ values, "
-            "shape (..., T, Dv).",
+            lambda xt, yt, xv, yv, bws: _errors_of(xv, yv, xt, yt, bws).min(),
+            "that is the lowest validation error; return the bandwidth that reaches it.",
         ),
     ),
-    diagnoses=(_outside_the_values,),
+    properties=(
+        Property(
+            "the lowest validation error",
+            "the answer must be one of the candidates, and the Nadaraya–Watson prediction at x_val from "
+            "(x_train, y_train) with it must have the lowest mean squared error against y_val of them all.",
+            holds=_lowest_error_holds,
+        ),
+    ),
     hints=(
-        "scores = query @ keys.transpose(-2, -1) has shape (..., T, S); transpose only the last two dims, "
-        "so batch and head dims stay in front.",
-        "divide the scores by math.sqrt(D) with D = query.shape[-1], then softmax over dim=-1 (the keys).",
-        "a sketch: the soft lookup of 01.1 with the temperature sqrt(D); the softmax over the keys and the "
-        "product with the values stay as they were.",
+        "for each candidate bandwidth, predict the validation points x_val from the training points (the "
+        "Nadaraya–Watson of 01.2), and measure the mean squared error of that prediction against y_val.",
+        "measure on the validation points, not the training points: on the training points a tiny bandwidth "
+        "gives every point its own target back, an error near 0 that says nothing about new points.",
+        "a sketch: a loop over bandwidths.tolist() that collects K errors; stack them into a (K,) tensor; the "
+        "position of the smallest (argmin, not argmax) picks the candidate; hand back the candidate, not the "
+        "position.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=10,
 )
 
 
@@ -350,6 +431,7 @@ def _additive_variant(query, keys, values, w_q, w_k, v, *, squash=torch.tanh, sc
 
 ADDITIVE = Exercise(
     exercise_id="01.4",
+    kind="build",
     title="additive (Bahdanau) attention: scores v · tanh(W_q q + W_k k), softmax over keys, pool values",
     function_name="additive_attention",
     arg_names=("query", "keys", "values", "w_q", "w_k", "v"),
@@ -383,14 +465,14 @@ ADDITIVE = Exercise(
         "give the projected queries an axis for the keys and the projected keys one for the queries "
         "([..., :, None, :] and [..., None, :, :]); broadcasting the sum gives (..., T, S, A).",
         "tanh of that sum, a matrix-vector product with v for the (..., T, S) scores, then the softmax over "
-        "the keys and the weighted sum of the values, as in 01.3 without the scale.",
+        "the keys and the weighted sum of the values, as in 01.1 (no temperature here).",
     ),
     difficulty=2,
     minutes=15,
 )
 
 
-EXERCISES = (SOFT_LOOKUP, NADARAYA_WATSON, DOT_PRODUCT_POOL, ADDITIVE)
+EXERCISES = (SOFT_LOOKUP, NADARAYA_WATSON, BEST_BANDWIDTH, ADDITIVE)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Checks for notebook 07's exercises: half-split RoPE, the score from the offset alone, NTK-aware and YaRN
-frequencies.
+frequencies, and the score as a function of distance (measured again at random absolute positions).
 
 Each exercise is compared with :mod:`attn_edu.rope` on random cases (``T`` and ``D`` that are not powers
 of two, odd head counts, offsets as with a KV cache); the known-wrong versions below are the slips
@@ -19,7 +19,7 @@ import math
 import torch
 
 from attn_edu import rope
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -280,6 +280,7 @@ def _yarn_mistake(how: str):  # noqa: ANN202
 
 YARN = Exercise(
     exercise_id="07.4",
+    kind="build",
     title="the YaRN frequency table: keep the fast pairs, interpolate the slow ones, a ramp in between",
     function_name="yarn_inv_freq",
     arg_names=("head_dim", "factor", "original_max_positions"),
@@ -322,7 +323,127 @@ YARN = Exercise(
 )
 
 
-EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK, YARN)
+# ---------------------------------------------------------------------------------------------------------
+# 07.5 measure: the RoPE score as a function of distance, checked at random absolute positions
+
+ABSOLUTE = "the same scores at random absolute positions m + δ and m"
+
+
+def _distance_cases(g: torch.Generator) -> list[Case]:
+    def case(D: int, max_distance: int, base: float, group: str = "values") -> Case:
+        return Case((_randn(g, D), _randn(g, D), max_distance, base), group=group)
+
+    ones = torch.ones(64)
+    return [
+        case(10, 20, 10000.0),
+        case(12, 57, 500.0),
+        case(34, 300, 10000.0),
+        case(16, 120, 100.0),
+        Case((ones, ones, 1000, 10000.0)),  # q = k = 1: Σ_i 2 cos(δ θ_i), the long-range decay
+        case(10, 40, 10000.0, ABSOLUTE),
+        case(64, 500, 500000.0, ABSOLUTE),  # a Llama-3-like base
+        Case((ones, ones, 200, 10000.0), group=ABSOLUTE),
+    ]
+
+
+def _rotated(x: torch.Tensor, positions: torch.Tensor, base: float, **kwargs) -> torch.Tensor:
+    """``x (D,)`` at each of ``positions (N,)``, rotated in float64: ``(N, D)``."""
+    return rope.apply_rope(x.double().expand(len(positions), -1), positions, base=base, **kwargs)
+
+
+def _distance_reference(q: torch.Tensor, k: torch.Tensor, max_distance: int, base: float) -> torch.Tensor:
+    delta = torch.arange(max_distance + 1)  # (N,) the query's position; the key sits at 0
+    scores = _rotated(q, delta, base) @ _rotated(k, torch.zeros(1, dtype=torch.long), base)[0]  # (N,)
+    return scores.to(q.dtype)
+
+
+def _absolute_holds(case: Case, output: torch.Tensor) -> str | None:
+    q, k, max_distance, base = case.args
+    delta = torch.arange(max_distance + 1)  # (N,)
+    g = torch.Generator().manual_seed(len(delta))  # the same positions on every run
+    m = torch.randint(1, 10_000, (len(delta),), generator=g)  # (N,) a key position for each δ
+    measured = (_rotated(q, m + delta, base) * _rotated(k, m, base)).sum(-1)  # (N,) q at m + δ, k at m
+    if output.shape != measured.shape:
+        return f"expected one score per δ = 0 .. {max_distance}, {tuple(measured.shape)}, got {tuple(output.shape)}"
+    gap = (output.double() - measured).abs()  # (N,)
+    worst = int(gap.argmax())
+    if not gap[worst] <= 1e-3 + 1e-4 * measured[worst].abs():
+        return (
+            f"at δ = {worst} the rotated q (position {int(m[worst] + worst)}) and k (position {int(m[worst])}) "
+            f"score {float(measured[worst]):.4g}, the answer says {float(output[worst]):.4g} (max difference "
+            f"{float(gap.max()):.3g})"
+        )
+    return None
+
+
+def _distance_variant(q, k, max_distance, base, *, turned="q", layout="half", exponent=2.0, fixed_base=None):
+    """The score with one known slip: which vector is turned to δ, the layout, θ_i's exponent, the base."""
+    D, b = q.shape[-1], base if fixed_base is None else fixed_base
+    inv_freq = b ** (-exponent * torch.arange(D // 2, dtype=torch.float64) / D)  # (D/2,)
+    delta = torch.arange(max_distance + 1)  # (N,)
+    zero = torch.zeros_like(delta)
+    q_at, k_at = {"q": (delta, zero), "k": (zero, delta), "both": (delta, delta)}[turned]
+    q_rot = _rotated(q, q_at, b, inv_freq=inv_freq, layout=layout)  # (N, D)
+    k_rot = _rotated(k, k_at, b, inv_freq=inv_freq, layout=layout)  # (N, D)
+    return (q_rot * k_rot).sum(-1).to(q.dtype)  # (N,)
+
+
+SCORE_BY_DISTANCE = Exercise(
+    exercise_id="07.5",
+    kind="measure",
+    title="the RoPE score of q at position δ and k at position 0, for δ = 0 .. max_distance",
+    function_name="rope_score_by_distance",
+    arg_names=("q", "k", "max_distance", "base"),
+    reference=_distance_reference,
+    make_cases=_distance_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _distance_variant(*a, turned="k"),
+            "the offset has the wrong sign: k was turned to position δ and q left at 0, which is the score at "
+            "-δ. Put q at position δ and k at 0. (For q = k the two agree, cos being even; random q, k show it.)",
+        ),
+        Mistake(
+            lambda *a: _distance_variant(*a, turned="both"),
+            "q and k are both turned to position δ, so the rotations cancel and every score is the plain q·k: "
+            "q sits at δ, k stays at position 0 (angle 0).",
+        ),
+        Mistake(
+            lambda *a: _distance_variant(*a, layout="interleaved"),
+            "the pairs are neighbours (x_2i, x_2i+1), the interleaved layout; as in 07.1, pair i is "
+            "(x_i, x_(i+D/2)), the two halves of the vector.",
+        ),
+        Mistake(
+            lambda *a: _distance_variant(*a, exponent=1.0),
+            "the frequencies miss the factor 2: θ_i = base^(-2i/D) for i = 0 .. D/2 - 1.",
+        ),
+        Mistake(
+            lambda *a: _distance_variant(*a, fixed_base=10000.0),
+            "the base is always 10000: use the base argument, θ_i = base^(-2i/D).",
+        ),
+    ),
+    properties=(
+        Property(
+            ABSOLUTE,
+            "RoPE scores depend on m - n only: turn q to a random position m + δ and k to m with the library's "
+            "apply_rope, and their dot product must be your score at δ.",
+            holds=_absolute_holds,
+        ),
+    ),
+    hints=(
+        "the key sits at position 0, where RoPE turns nothing; the query sits at δ. One score per δ, so build "
+        "all max_distance + 1 rotated copies of q at once.",
+        "the angles are δ · θ_i, an outer product of the distances (N,) and θ (D/2,); turn the halves "
+        "q1, q2 = q.chunk(2) by them as in 07.1.",
+        "a sketch: the (N, D) rotated queries times k, summed over the last dim, in float64 (angles reach "
+        "1000 rad), cast back to q's dtype at the end.",
+    ),
+    difficulty=2,
+    minutes=15,
+    atol=1e-3,  # float32 angles near 1000 rad are off by ~1e-4 rad: scores by ~1e-4 · |q| |k|
+)
+
+
+EXERCISES = (ROPE_HALF, OFFSET_SCORE, NTK, YARN, SCORE_BY_DISTANCE)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""Checks for notebook 03's exercises: the variance of dot products, per-head scaled scores, attention entropy.
+"""Checks for notebook 03's exercises: the variance of dot products, the softmax Jacobian (checked against
+autograd), attention entropy, and the d at which unscaled attention saturates (a measurement).
 
 Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
 counts, ``T != S``) and compares it with a reference built on :mod:`attn_edu` and PyTorch; the known-wrong
-versions below are the slips learners make most often, so a check can name the one it sees.
+versions below are the slips learners make most often, so a check can name the one it sees. The Jacobian is
+also held to torch.autograd's, and the measured d to the mean max weights recomputed around it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import torch
 from attn_edu.attention import attention_entropy, attention_weights, masked_softmax
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
 from attn_edu.masks import causal_mask
-from attn_edu.multihead import split_heads
 
 # ---------------------------------------------------------------------------------------------------------
 # 03.1 the variance of dot products
@@ -86,92 +87,119 @@ VARIANCE = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 03.2 per-head scaled scores
+# 03.2 the softmax Jacobian (build and verify against autograd)
 
 
-def _scores_cases(g: torch.Generator) -> list[Case]:
-    def qk(B: int, T: int, S: int, C: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.randn(B, T, C, generator=g), torch.randn(B, S, C, generator=g)
+def _random_weights(g: torch.Generator, *shape: int, d: int = 8, scale: float = 1.0) -> torch.Tensor:
+    """Rows of attention weights ``shape = (..., T, S)`` from random q and k; ``scale`` multiplies the usual
+    ``1/sqrt(d)`` (``scale = sqrt(d)`` gives unscaled scores)."""
+    q = torch.randn(*shape[:-1], d, generator=g)  # (..., T, D)
+    k = torch.randn(*shape[:-2], shape[-1], d, generator=g)  # (..., S, D)
+    return attention_weights(q, k, scale=scale / math.sqrt(d))  # (..., T, S), every weight > 0
 
+
+def _jacobian_cases(g: torch.Generator) -> list[Case]:
+    scores = torch.randn(3, 6, generator=g)  # (T, S)
+    scores[torch.arange(3), torch.randint(0, 6, (3,), generator=g)] += 25.0  # one key far ahead in each row
+    saturated = masked_softmax(scores)  # (T, S): one weight ≈ 1 per row, the others ≈ 1e-11
+    hidden = masked_softmax(torch.randn(5, 8, generator=g), causal_mask(5, 8))  # (T, S): hidden keys weigh 0
     return [
-        Case((*qk(2, 5, 7, 12), 3)),  # D = 4
-        Case((*qk(1, 4, 9, 30), 5)),  # D = 6
-        Case((*qk(3, 6, 6, 21), 7)),  # D = 3
-        Case((*qk(2, 3, 8, 40), 1)),  # a single head: D = C
-        Case((*qk(1, 7, 5, 45), 3)),  # D = 15
+        Case((_random_weights(g, 2, 3, 5, 7),)),  # (B, T, S)
+        Case((_random_weights(g, 4, 9),)),
+        Case((_random_weights(g, 1, 7)[0],)),  # a single row (S,)
+        Case((_random_weights(g, 1, 2, 4, 11, scale=3.0),)),  # (B, H, T, S), sharp rows
+        Case((saturated,)),  # the Jacobian ≈ 0: almost no gradient gets through
+        Case((hidden,)),
+        Case((_random_weights(g, 2, 4, 6),), group="autograd's Jacobian"),
+        Case((_random_weights(g, 5, 5, d=300, scale=math.sqrt(300)),), group="autograd's Jacobian"),
     ]
 
 
-def _scores_reference(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.Tensor:
-    q_heads = split_heads(q, num_heads)  # (B, H, T, D)
-    k_heads = split_heads(k, num_heads)  # (B, H, S, D)
-    D = q_heads.shape[-1]
-    return q_heads @ k_heads.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, S)
+def _jacobian_reference(weights: torch.Tensor) -> torch.Tensor:
+    # The weights are read back through the library's softmax at the scores z = log p that give them
+    # (softmax(log p) = p for rows that sum to 1), then J = diag(p) - p pᵀ.
+    p = masked_softmax(weights.log())  # (..., S)
+    return torch.diag_embed(p) - p[..., :, None] * p[..., None, :]  # (..., S, S)
 
 
-def _raw_head_scores(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.Tensor:
-    return split_heads(q, num_heads) @ split_heads(k, num_heads).transpose(-2, -1)  # (B, H, T, S)
+def _autograd_jacobian(weights: torch.Tensor) -> torch.Tensor:
+    """∂p_i/∂z_j by torch.autograd: the Jacobian of torch.softmax at z = log p, one row at a time."""
+    S = weights.shape[-1]
+    rows = weights.reshape(-1, S).double().log()  # (R, S): the scores z with softmax(z) = p
+    full = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, dim=-1), rows)  # (R, S, R, S)
+    blocks = torch.diagonal(full, dim1=0, dim2=2).permute(2, 0, 1)  # (R, S, S): rows do not mix
+    return blocks.reshape(*weights.shape, S)  # (..., S, S)
 
 
-def _scores_no_transpose(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.Tensor:
-    # (B, T, C) viewed straight as (B, H, T, D) mixes tokens and channels
-    B, T, C = q.shape
-    S, D = k.shape[1], C // num_heads
-    q_heads = q.reshape(B, num_heads, T, D)  # (B, H, T, D)
-    k_heads = k.reshape(B, num_heads, S, D)  # (B, H, S, D)
-    return q_heads @ k_heads.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, S)
+def _matches_autograd(case: Case, output: torch.Tensor) -> str | None:
+    expected = _autograd_jacobian(case.args[0])  # (..., S, S)
+    if output.shape != expected.shape:
+        return f"autograd's Jacobian has shape {tuple(expected.shape)}, the answer {tuple(output.shape)}"
+    diff = (output.double() - expected).abs().nan_to_num(nan=math.inf)
+    if float(diff.max()) > 1e-5:
+        return (
+            f"torch.autograd's Jacobian of torch.softmax at z = log p differs from the answer by up to "
+            f"{float(diff.max()):.3g} (mean {float(diff.mean()):.3g})"
+        )
+    return None
 
 
-def _scores_strided_heads(q: torch.Tensor, k: torch.Tensor, num_heads: int) -> torch.Tensor:
-    # head h takes channels h, h + H, h + 2H, ... instead of a contiguous slice
-    B, T, C = q.shape
-    S, D = k.shape[1], C // num_heads
-    q_heads = q.view(B, T, D, num_heads).permute(0, 3, 1, 2)  # (B, H, T, D)
-    k_heads = k.view(B, S, D, num_heads).permute(0, 3, 1, 2)  # (B, H, S, D)
-    return q_heads @ k_heads.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, S)
+def _outer(p: torch.Tensor) -> torch.Tensor:
+    return p[..., :, None] * p[..., None, :]  # (..., S, S): p_i p_j
 
 
-SCALED_SCORES = Exercise(
+JACOBIAN = Exercise(
     exercise_id="03.2",
-    title="per-head scores q_h k_hᵀ / sqrt(D) with D = C / num_heads",
-    function_name="scaled_scores",
-    arg_names=("q", "k", "num_heads"),
-    reference=_scores_reference,
-    make_cases=_scores_cases,
+    kind="build",
+    title="the softmax Jacobian ∂p_i/∂z_j = p_i(δ_ij - p_j) of rows of weights, checked against autograd",
+    function_name="softmax_jacobian",
+    arg_names=("weights",),
+    reference=_jacobian_reference,
+    make_cases=_jacobian_cases,
     mistakes=(
         Mistake(
-            lambda q, k, H: _raw_head_scores(q, k, H) / math.sqrt(q.shape[-1]),
-            "the scores are divided by sqrt(C), the model dimension; each head's scores are sums of "
-            "D = C / num_heads products, so divide by sqrt(D).",
+            lambda p: torch.diag_embed(p * (1 - p)),
+            "only the diagonal, p_i(1 - p_i), is there: moving score j also moves every other weight i, "
+            "by -p_i p_j. Subtract the outer product p pᵀ from diag(p).",
         ),
         Mistake(
-            _raw_head_scores,
-            "the scores are not scaled: divide q_h k_hᵀ by sqrt(D), D = C / num_heads.",
+            lambda p: -_outer(p),
+            "that is -p pᵀ alone; the δ_ij term adds p_i on the diagonal: diag(p) - p pᵀ.",
         ),
         Mistake(
-            lambda q, k, H: _raw_head_scores(q, k, H) / (q.shape[-1] // H),
-            "the scores are divided by D; the scale is 1 / sqrt(D).",
+            lambda p: torch.diag_embed(p) - (p * p).sum(dim=-1)[..., None, None],
+            "pᵀp is the scalar Σ p_j², subtracted from every entry; the Jacobian needs the outer product "
+            "p pᵀ, an (S, S) matrix with entries p_i p_j.",
         ),
         Mistake(
-            _scores_no_transpose,
-            "the heads are split with a plain reshape to (B, H, T, D), which mixes tokens and channels: "
-            "view (B, T, H, D) first, then .transpose(1, 2).",
+            lambda p: p[..., :, None] * (1 - p[..., None, :]),
+            "p_i(1 - p_j) for every pair treats δ_ij as 1 everywhere; it is 1 only on the diagonal "
+            "(i = j) and 0 elsewhere: diag(p) - p pᵀ.",
         ),
         Mistake(
-            _scores_strided_heads,
-            "head h should own the contiguous channels h*D .. (h+1)*D - 1: view the last dim as "
-            "(H, D), not (D, H).",
+            lambda p: _outer(p) - torch.diag_embed(p),
+            "the sign is flipped: raising score i raises weight i, so the diagonal p_i(1 - p_i) is positive: "
+            "diag(p) - p pᵀ.",
+        ),
+    ),
+    properties=(
+        Property(
+            "autograd's Jacobian",
+            "entry (i, j) is ∂p_i/∂z_j, how weight i moves when score j does; torch.autograd differentiates "
+            "torch.softmax itself at the scores z = log p, so a right formula matches it everywhere.",
+            holds=_matches_autograd,
         ),
     ),
     hints=(
-        "split q and k into heads: (B, T, C) -> (B, T, H, D) -> (B, H, T, D), with D = C // num_heads.",
-        "scores = q_h @ k_h.transpose(-2, -1) has shape (B, H, T, S); each is a sum of D products, "
-        "so divide by sqrt(D), not sqrt(C).",
-        "view the last dimension as (num_heads, D) and move the head axis in front of the time axis "
-        "(.transpose(1, 2)), for q (length T) and for k (length S); then one batched matrix product and the "
-        "1/sqrt(D).",
+        "for one row p of S weights the answer is an (S, S) matrix: entry (i, j) = p_i(δ_ij - p_j), "
+        "with δ_ij = 1 when i = j and 0 otherwise.",
+        "split it in two: p_i δ_ij is a diagonal matrix holding p (torch.diag_embed works on the last dim "
+        "with leading dims), and p_i p_j is an outer product.",
+        "the outer product of every row with itself: p[..., :, None] (a column) times p[..., None, :] (a "
+        "row) broadcasts to (..., S, S); subtract it from the diagonal matrix of p.",
     ),
     difficulty=2,
+    minutes=15,
 )
 
 
@@ -180,18 +208,13 @@ SCALED_SCORES = Exercise(
 
 
 def _entropy_cases(g: torch.Generator) -> list[Case]:
-    def weights(*shape: int, d: int = 8, scale: float = 1.0) -> torch.Tensor:
-        q = torch.randn(*shape[:-1], d, generator=g)  # (..., T, D)
-        k = torch.randn(*shape[:-2], shape[-1], d, generator=g)  # (..., S, D)
-        return attention_weights(q, k, scale=scale / math.sqrt(d))  # (..., T, S), every weight > 0
-
     sparse = masked_softmax(torch.randn(6, 5, generator=g), causal_mask(6, 5))  # (T, S) rows 0 .. all zero
     one_hot = torch.eye(4, 7)  # (T, S) every row certain: entropy 0
     return [
-        Case((weights(2, 3, 5, 7),)),
-        Case((weights(4, 9),)),
-        Case((weights(1, 5, 6, 11, scale=4.0),)),  # sharp rows
-        Case((weights(3, 2, 4, d=32, scale=0.1),)),  # nearly uniform rows
+        Case((_random_weights(g, 2, 3, 5, 7),)),
+        Case((_random_weights(g, 4, 9),)),
+        Case((_random_weights(g, 1, 5, 6, 11, scale=4.0),)),  # sharp rows
+        Case((_random_weights(g, 3, 2, 4, d=32, scale=0.1),)),  # nearly uniform rows
         Case((sparse,), group="zero weights"),
         Case((one_hot,), group="zero weights"),
     ]
@@ -243,7 +266,135 @@ ENTROPY = Exercise(
 )
 
 
-EXERCISES = (VARIANCE, SCALED_SCORES, ENTROPY)
+# ---------------------------------------------------------------------------------------------------------
+# 03.4 the d at which unscaled attention saturates (a measurement, checked by its crossing)
+
+
+def _saturation_cases(g: torch.Generator) -> list[Case]:
+    def qk(N: int, S: int, D: int, std: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        q = std * torch.randn(N, D, generator=g, dtype=torch.float64)  # (N, Dmax)
+        k = std * torch.randn(N, S, D, generator=g, dtype=torch.float64)  # (N, S, Dmax)
+        return q, k
+
+    return [
+        Case((*qk(40, 7, 50, std=1.5), 0.9)),
+        Case((*qk(33, 5, 90), 0.8)),
+        Case((*qk(25, 9, 45, std=2.0), 0.95)),
+        Case((*qk(30, 6, 12), 0.99)),  # too few dimensions to get there: -1
+        Case((*qk(21, 11, 70, std=1.2), 0.7)),
+        Case((*qk(37, 8, 60, std=1.5), 0.9), group="the crossing"),
+        Case((*qk(28, 7, 9), 0.97), group="the crossing"),  # none reaches it
+    ]
+
+
+def _mean_max_weight(
+    q: torch.Tensor, k: torch.Tensor, *, scaled: bool = False, over: int = -1
+) -> torch.Tensor:
+    """The mean over queries (or keys, ``over=-2``) of the largest softmax weight, for d = 1 .. Dmax."""
+    curve = []
+    for d in range(1, q.shape[-1] + 1):
+        scale = 1 / math.sqrt(d) if scaled else 1.0
+        weights = attention_weights(q[:, None, :d], k[:, :, :d], scale=scale)[:, 0]  # (N, S)
+        curve.append(weights.amax(dim=over).mean())
+    return torch.stack(curve)  # (Dmax,)
+
+
+def _first_reaching(curve: torch.Tensor, threshold: float, start: int = 1) -> torch.Tensor:
+    """The first d (counted from ``start``) at which ``curve`` reaches ``threshold``, else -1."""
+    reached = (curve >= threshold).nonzero()
+    return torch.tensor(int(reached[0]) + start if len(reached) else -1)  # 0-d int64
+
+
+def _saturation_reference(q: torch.Tensor, k: torch.Tensor, threshold: float) -> torch.Tensor:
+    return _first_reaching(_mean_max_weight(q, k), threshold)  # 0-d int64: the smallest d, or -1
+
+
+def _mean_at_crossing(q: torch.Tensor, k: torch.Tensor, threshold: float) -> torch.Tensor:
+    curve = _mean_max_weight(q, k)  # (Dmax,)
+    d = int(_first_reaching(curve, threshold))
+    return curve[d - 1] if d > 0 else curve[-1]  # 0-d float64
+
+
+def _crossing_holds(case: Case, output: torch.Tensor) -> str | None:
+    """Recompute the mean max weight at every d with plain torch: the answer is where it first reaches the
+    threshold (or -1 if it never does)."""
+    q, k, threshold = case.args
+    if output.ndim != 0 or output.is_floating_point() or output.dtype == torch.bool:
+        return f"expected a 0-d integer tensor d, got shape {tuple(output.shape)} {output.dtype}"
+    d, Dmax = int(output), q.shape[-1]
+    scores = (q[:, None, :] * k).cumsum(dim=-1)  # (N, S, Dmax): [..., d - 1] uses the first d coordinates
+    curve = torch.softmax(scores, dim=1).amax(dim=1).mean(dim=0)  # (Dmax,) mean over the N queries
+    reached = [e + 1 for e in range(Dmax) if float(curve[e]) >= threshold]  # every d that reaches it
+
+    def at(e: int) -> str:  # the mean max weight at d = e, and at d = e - 1
+        before = f"{float(curve[e - 2]):.4f}" if e > 1 else "none, d = 1 is the first"
+        return f"{float(curve[e - 1]):.4f} at d = {e} (at d - 1: {before})"
+
+    if d == -1:
+        return f"the mean max weight reaches {threshold}: {at(reached[0])}, so not -1" if reached else None
+    if not 1 <= d <= Dmax:
+        return f"d = {d} is neither -1 nor one of 1 .. {Dmax}"
+    if float(curve[d - 1]) < threshold:
+        return f"the mean max weight is below {threshold} at the answer: {at(d)}"
+    if reached[0] < d:
+        return f"the mean max weight reaches {threshold} before the answer: {at(reached[0])}; the answer has {at(d)}"
+    return None
+
+
+SATURATION_DIM = Exercise(
+    exercise_id="03.4",
+    kind="measure",
+    title="the smallest d at which the unscaled softmax's mean max weight reaches a threshold",
+    function_name="saturation_dim",
+    arg_names=("q", "k", "threshold"),
+    reference=_saturation_reference,
+    make_cases=_saturation_cases,
+    mistakes=(
+        Mistake(
+            lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k, scaled=True), threshold),
+            "the scores are divided by sqrt(d): scaled rows keep the same spread at every d, so they never "
+            "saturate. Measure the unscaled scores q[:d]·k[:, :d].",
+        ),
+        Mistake(
+            lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k, over=-2), threshold),
+            "the max is taken over the queries (for each key) instead of over the keys: each query's softmax "
+            "weights (N, S) have their largest entry along the keys, dim=-1; then average over the N queries.",
+        ),
+        Mistake(
+            lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k), threshold, start=0),
+            "off by one: d counts coordinates, so the first prefix, q[:1], is d = 1 (a Python index i "
+            "stands for d = i + 1).",
+        ),
+        Mistake(
+            _mean_at_crossing,
+            "that is the mean max weight at the crossing; return the dimension d itself, as a 0-d int64 "
+            "tensor: torch.tensor(d).",
+        ),
+    ),
+    properties=(
+        Property(
+            "the crossing",
+            "at the returned d the mean (over the N queries) of each query's largest weight must reach the "
+            "threshold, and at every smaller d stay below it; -1 only when no d up to Dmax reaches it.",
+            holds=_crossing_holds,
+        ),
+    ),
+    hints=(
+        "for each d = 1, 2, ..., Dmax: the N rows of scores from the first d coordinates, their softmax over "
+        "the S keys, the largest weight of each row, and the mean of those N numbers. Stop at the first d "
+        "whose mean reaches the threshold.",
+        "the scores of query n with its own keys for one d: (k[:, :, :d] @ q[:, :d, None]) has shape "
+        "(N, S, 1), or use an elementwise product and a sum over the coordinates. No 1/sqrt(d) here.",
+        "a sketch: loop d from 1 to Dmax; weights = softmax(scores, dim over the keys); mean of "
+        "weights.amax over the keys; once that mean >= threshold, hand back d as a 0-d int64 tensor; after "
+        "the loop, the same for -1.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (VARIANCE, JACOBIAN, ENTROPY, SATURATION_DIM)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ def _softmax_with_zero_lanes(x: torch.Tensor) -> torch.Tensor:
 
 SOFTMAX_KERNEL = Exercise(
     exercise_id="12.4",
+    kind="triton",
     title="a Triton kernel that writes the softmax of one row per program, masking the lanes past n_cols",
     function_name="softmax_rows",
     arg_names=("x",),
@@ -113,6 +114,7 @@ def _streamed_lse(x: torch.Tensor, rescale: bool, fill: float) -> torch.Tensor:
 
 LSE_KERNEL = Exercise(
     exercise_id="12.5",
+    kind="triton",
     title="a Triton kernel that streams one row per program in blocks, keeping the running max and sum",
     function_name="row_logsumexp",
     arg_names=("x",),
@@ -179,6 +181,7 @@ def _kernel_forward_mistake(how: str):  # noqa: ANN202
 
 FORWARD_KERNEL = Exercise(
     exercise_id="12.7",
+    kind="triton",
     title="the FlashAttention forward kernel in Triton: online softmax over key blocks, causal blocks skipped",
     function_name="flash_forward",
     arg_names=("q", "k", "v"),
@@ -270,6 +273,7 @@ def _dq_mistake(how: str):  # noqa: ANN202
 
 DQ_KERNEL = Exercise(
     exercise_id="12.8",
+    kind="triton",
     title="the backward kernel for dQ in Triton: delta = rowsum(dO ∘ O), then dS = P ∘ (dP - delta) per key block",
     function_name="flash_dq",
     arg_names=("q", "k", "v", "out", "grad_out"),
