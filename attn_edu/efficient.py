@@ -19,14 +19,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from attn_edu._validate import (
-    broadcast_shapes,
-    check_floating,
-    check_positive_int,
-    check_qkv,
-    check_scale,
-    check_shape,
-)
+from attn_edu._validate import check_floating, check_positive_int, check_qkv, check_scale, check_shape
 
 # ----------------------------------------------------------------------------------------------
 # 1. Linear attention (Katharopoulos et al. 2020)
@@ -144,7 +137,7 @@ def linear_attention_recurrent(
     _check_linear_inputs(q, k, v, None)
     T, S = q.shape[-2], k.shape[-2]
     qf, kf, vf = feature_map(q).float(), feature_map(k).float(), v.float()
-    batch = broadcast_shapes(qf.shape[:-2], kf.shape[:-2], vf.shape[:-2])
+    batch = torch.broadcast_shapes(qf.shape[:-2], kf.shape[:-2], vf.shape[:-2])
     state = torch.zeros(*batch, kf.shape[-1], vf.shape[-1], device=q.device)  # (..., F, Dv): S_t
     z = torch.zeros(*batch, kf.shape[-1], device=q.device)  # (..., F): z_t
     outputs = []

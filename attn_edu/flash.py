@@ -205,27 +205,6 @@ def _query_start(k_start: int, T: int, S: int, is_causal: bool) -> int:
     return min(T, max(0, k_start - (S - T)))
 
 
-def causal_tile_count(T: int, S: int, block_q: int, block_k: int) -> int:
-    """How many (query block, key block) tiles a causal tiled forward computes; fully masked ones are skipped.
-
-    The count of :func:`tiled_attention_forward`'s key loop (and the Triton kernel's): query block ``i``
-    ends at ``q_end = min((i + 1)·block_q, T)`` and its last query sees keys ``<= S - T + q_end - 1``
-    (bottom-right), so it computes ``⌈min(S, S - T + q_end) / block_k⌉`` tiles, none if that is ``<= 0``;
-    ragged last blocks are whole tiles. ``T == S == n·b`` gives ``n(n + 1)/2`` of the ``n²`` tiles.
-
-    Shapes:
-        ``T``, ``S``, ``block_q``, ``block_k`` ints; returns an int.
-
-    Example:
-        >>> causal_tile_count(10, 10, 4, 3), causal_tile_count(5, 9, 4, 4), causal_tile_count(9, 2, 4, 4)
-        (9, 5, 2)
-    """
-    for name, value in (("T", T), ("S", S), ("block_q", block_q), ("block_k", block_k)):
-        check_positive_int(name, value)
-    stops = [_key_stop(min(q_start + block_q, T), T, S, True) for q_start in range(0, T, block_q)]
-    return sum(-(-stop // block_k) for stop in stops)  # ceil division: a ragged key block is a whole tile
-
-
 # ----------------------------------------------------------------------------------------------
 # 3. Tiled forward (FlashAttention-2, Algorithm 1)
 # ----------------------------------------------------------------------------------------------
@@ -574,6 +553,27 @@ def split_kv_attention(
         outs.append(out_j)
         lses.append(lse_j)
     return combine_splits(torch.stack(outs), torch.stack(lses))[0]  # (..., T, Dv)
+
+
+def causal_tile_count(T: int, S: int, block_q: int, block_k: int) -> int:
+    """How many (query block, key block) tiles a causal tiled forward computes; fully masked ones are skipped.
+
+    The count of :func:`tiled_attention_forward`'s key loop (and the Triton kernel's): query block ``i``
+    ends at ``q_end = min((i + 1)·block_q, T)`` and its last query sees keys ``<= S - T + q_end - 1``
+    (bottom-right), so it computes ``⌈min(S, S - T + q_end) / block_k⌉`` tiles, none if that is ``<= 0``;
+    ragged last blocks are whole tiles. ``T == S == n·b`` gives ``n(n + 1)/2`` of the ``n²`` tiles.
+
+    Shapes:
+        ``T``, ``S``, ``block_q``, ``block_k`` ints; returns an int.
+
+    Example:
+        >>> causal_tile_count(10, 10, 4, 3), causal_tile_count(5, 9, 4, 4), causal_tile_count(9, 2, 4, 4)
+        (9, 5, 2)
+    """
+    for name, value in (("T", T), ("S", S), ("block_q", block_q), ("block_k", block_k)):
+        check_positive_int(name, value)
+    stops = [_key_stop(min(q_start + block_q, T), T, S, True) for q_start in range(0, T, block_q)]
+    return sum(-(-stop // block_k) for stop in stops)  # ceil division: a ragged key block is a whole tile
 
 
 __all__ = [

@@ -9,10 +9,8 @@ softmax without its running maximum overflows. The known-wrong versions are the 
 algorithm invites: a sum that is not rescaled when the maximum grows, a rescale factor upside down, each
 block normalised on its own, NaN for a query that sees nothing, ``exp(m)`` overflowing, ``log2`` for ``log``.
 
-The backward pass (12.6) is graded against :func:`attn_edu.flash.tiled_attention_backward` (Algorithm 2); its
-three gradients come back as one tensor, ``torch.cat([dq, dk, dv], dim=-2)`` of shape ``(..., T + 2S, D)``
-(the cases keep ``Dv == D``). Its known-wrong versions: the scale left out of dQ and dK, ``D`` summed over
-one tile instead of the whole row, ``D`` left out, and a top-left causal mask.
+The backward pass (12.6, :func:`attn_edu.flash.tiled_attention_backward`) returns ``cat([dq, dk, dv], -2)``,
+``(..., T + 2S, D)``; its slips: no scale in dQ and dK, ``D`` over one tile or left out, a top-left mask.
 """
 
 from __future__ import annotations
@@ -162,18 +160,19 @@ def tiled_variant(
             k_block = k[..., k_start : k_start + block_k, :]  # (..., bk, D)
             v_block = v[..., k_start : k_start + block_k, :]  # (..., bk, Dv)
             scores = q_block @ k_block.transpose(-2, -1) * scale  # (..., bq, bk)
-            if is_causal:
-                cols = torch.arange(k_start, k_start + k_block.shape[-2])
-                scores = scores.masked_fill(cols[None, :] > rows[:, None] + shift, NEG_INF)
+            cols = torch.arange(k_start, k_start + k_block.shape[-2])
+            hidden = (cols[None, :] > rows[:, None] + shift) & is_causal  # (bq, bk) keys past the query
+            scores = scores if how == "mask_after_exp" else scores.masked_fill(hidden, NEG_INF)
             if how == "per_block":  # each block's weights sum to 1 on their own
                 acc = acc + torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v_block
                 continue
             m_new = torch.maximum(m_i, scores.amax(dim=-1))  # (..., bq)
             m_safe = m_new if how == "nan_rows" else torch.where(torch.isinf(m_new), 0.0, m_new)
-            p = torch.exp(scores - m_safe[..., None])  # (..., bq, bk)
+            p = torch.exp(scores - m_safe[..., None]).masked_fill(hidden, 0.0)  # (..., bq, bk)
             alpha = torch.exp(m_i - m_safe)  # (..., bq)
             l_i = l_i * alpha + p.sum(dim=-1)
             acc = (acc if how == "acc_not_rescaled" else acc * alpha[..., None]) + p @ v_block
+            acc = acc.half().float() if how == "fp16_acc" else acc  # a float16 accumulator rounds every step
             m_i = m_new
         if how == "per_block":
             out[..., q_start : q_start + len(rows), :] = acc

@@ -168,6 +168,8 @@ def _kernel_forward_cases(g: torch.Generator) -> list[Case]:
         Case(qkv(3, 33, 33, 8), {"is_causal": True}),  # D = 8 < 16: padded head dimension
         Case(qkv(1, 17, 40, 32), {"is_causal": True}),  # T < S: a KV cache, query t at position S - T + t
         Case(qkv(2, 5, 9, 12), {"is_causal": False}),  # shorter than one block
+        # scores of about ±100: a query's hidden (future) keys can outscore its visible ones by far
+        Case(tuple(25.0 * x for x in qkv(1, 24, 24, 16)), {"is_causal": True}),
         Case(qkv(2, 40, 24, 16), {"is_causal": True}, group="queries that see no key"),  # T > S
     ]
 
@@ -201,6 +203,17 @@ FORWARD_KERNEL = Exercise(
             _kernel_forward_mistake("acc_not_rescaled"),
             "acc is not rescaled when the running maximum grows: its terms were weighted by exp(s - m_old), so "
             "multiply it by alpha = exp(m_old - m_new), as l_i, before adding p @ v.",
+        ),
+        Mistake(
+            _kernel_forward_mistake("mask_after_exp"),
+            "the causal mask is applied after the exponential: the running maximum then counts the scores of "
+            "keys the query may not see, and where those are far larger every visible weight underflows to 0 "
+            "(0 / 0 = NaN). Set hidden scores to -inf before the maximum and the exponential.",
+        ),
+        Mistake(
+            _kernel_forward_mistake("fp16_acc"),
+            "acc is kept in float16: every update rounds it to about three significant digits. Accumulate in "
+            "tl.float32 (tl.zeros(..., tl.float32)) and cast only when the output is stored.",
         ),
     ),
     properties=(
