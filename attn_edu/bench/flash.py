@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from attn_edu import attention
 from attn_edu.attention import scaled_dot_product_attention as reference_attention
 from attn_edu.bench.timing import best_time
 
@@ -130,8 +131,9 @@ def naive_fits(B: int, H: int, N: int, device: torch.device) -> bool:
 
 
 def attention_flops(B: int, H: int, N: int, D: int, is_causal: bool) -> float:
-    """Forward FLOPs: ``4 · B · H · N² · D``, halved when causal (FlashAttention papers)."""
-    flops = 4.0 * B * H * N * N * D
+    """Forward FLOPs: ``4 · B · H · N² · D`` (:func:`attn_edu.attention.attention_flops`), halved when causal
+    (FlashAttention papers)."""
+    flops = float(attention.attention_flops(B, H, N, N, D))
     return flops / 2 if is_causal else flops
 
 
