@@ -5,11 +5,13 @@ Attention treats its keys as a *set*: permute the tokens and the outputs permute
 in the order the notebook teaches them:
 
 1. **Sinusoidal** absolute encodings added to the embeddings (Vaswani et al., 2017, §3.5), and the
-   rotation matrix ``M_k`` that moves them ``k`` positions (exact, or fitted to a table by least squares).
+   rotation matrix ``M_k`` that moves them ``k`` positions (exact, or fitted to a table by least squares),
+   and the cosine similarity of a table's rows.
 2. **Learned** absolute embeddings (BERT, GPT-2): one trained vector per position up to ``max_len``.
 3. **Relative** representations inside attention (Shaw et al., 2018): vectors for clipped distances.
 4. **T5 bucketed bias** (Raffel et al., 2020, §2.1): one learned scalar per head and distance bucket.
-5. **ALiBi** (Press et al., 2022): a fixed linear penalty on distance, one slope per head.
+5. **ALiBi** (Press et al., 2022): a fixed linear penalty on distance, one slope per head, and how far
+   back each slope lets a head look.
 
 Rotary embeddings (RoPE) have their own module, :mod:`attn_edu.rope`.
 
@@ -172,6 +174,28 @@ def fit_shift_map(table: torch.Tensor, k: int) -> torch.Tensor:
         raise ValueError(f"k: expected an int shift with 1 <= k < N={N} (the table's rows), got {k!r}")
     driver = "gelsd" if table.device.type == "cpu" else None  # CUDA has only "gels" (full rank)
     return torch.linalg.lstsq(table[:-k], table[k:], driver=driver).solution  # (D, D)
+
+
+def position_similarity(table: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of every pair of rows of a position table: ``cos(P_p, P_q)``.
+
+    For the sinusoidal table every row has length ``sqrt(D/2)`` (one unit per sin/cos pair), so this is
+    ``PE(p)·PE(q) / (D/2) = mean_i cos((p − q) ω_i)``: a function of ``p − q`` alone. For a learned table
+    it shows whatever structure training left in the rows.
+
+    Shapes:
+        table ``(N, D)`` float; returns ``(N, N)`` in ``[−1, 1]``.
+
+    Example:
+        >>> position_similarity(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]]))
+        tensor([[ 1.0000,  0.7071,  0.0000],
+                [ 0.7071,  1.0000, -0.7071],
+                [ 0.0000, -0.7071,  1.0000]])
+    """
+    check_floating("table", table)
+    check_shape("table", table, "N D")
+    unit = table / table.norm(dim=-1, keepdim=True).clamp(min=torch.finfo(table.dtype).tiny)  # (N, D)
+    return unit @ unit.T  # (N, N)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -532,3 +556,36 @@ def alibi_bias_from_slopes(slopes: torch.Tensor, T: int, S: int | None = None) -
     distance = relative_positions(T, S).abs().to(slopes.dtype)  # (T, S)
     # 0 − x rather than −x, so distance 0 shows as 0. and not −0. in printed tables
     return 0.0 - slopes[:, None, None] * distance  # (H, T, S)
+
+
+def alibi_mean_distance(slopes: torch.Tensor, num_keys: int | None = None) -> torch.Tensor:
+    """How far back a head looks on average when ALiBi's bias alone sets its weights (all scores equal).
+
+    The weights fall geometrically with distance, ``w_d ∝ r^d`` with ``r = e^(−m)``, so the mean distance is
+
+        Σ_d d r^d / Σ_d r^d = 1 / (e^m − 1)                     over d = 0, 1, 2, ... (no end)
+                            = 1 / (e^m − 1) − n r^n / (1 − r^n)   over d = 0 .. n − 1 (n = num_keys)
+
+    and ``1 / (e^m − 1) = 1/m − 1/2 + m/12 − ...``: about ``1/m − 1/2`` tokens. With ``num_keys`` the sum
+    stops at the first token: a head whose ``1/m`` is not small against ``n`` reaches less far.
+
+    Shapes:
+        slopes ``(H,)``; returns ``(H,)`` float64.
+
+    Example:
+        >>> alibi_mean_distance(torch.tensor([0.5, 1 / 256]))            # no end: 1 / (e^m − 1)
+        tensor([  1.5415, 255.5003], dtype=torch.float64)
+        >>> alibi_mean_distance(torch.tensor([0.5, 1 / 256]), 256)       # 256 keys: the gentle head is cut short
+        tensor([  1.5415, 106.5143], dtype=torch.float64)
+    """
+    check_floating("slopes", slopes)
+    check_shape("slopes", slopes, "H")
+    if not (slopes > 0).all():
+        raise ValueError(f"slopes: expected slopes > 0, got {slopes.tolist()}")
+    m = slopes.double()  # (H,)
+    unbounded = 1.0 / torch.expm1(m)  # (H,)
+    if num_keys is None:
+        return unbounded
+    n = check_positive_int("num_keys", num_keys)
+    r_n = torch.exp(-m * n)  # (H,) r^n
+    return unbounded - n * r_n / (1.0 - r_n)  # (H,)

@@ -49,6 +49,7 @@ FLOORS = {
         "multitask",
         "finetune",
         "probes",
+        "length_extrapolation",
     ],
     "interop": ["interop"],
     "kernels": ["kernels"],

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_edu.attention import scaled_dot_product_attention
+from attn_edu.attention import attention_weights, scaled_dot_product_attention
 from attn_edu.masks import causal_mask
 from attn_edu.positional import (
     LearnedPositionalEmbedding,
@@ -21,9 +21,11 @@ from attn_edu.positional import (
     T5RelativeBias,
     alibi_bias,
     alibi_bias_from_slopes,
+    alibi_mean_distance,
     alibi_slopes,
     clipped_relative_positions,
     fit_shift_map,
+    position_similarity,
     relative_positions,
     rotation_matrix,
     shaw_attention,
@@ -342,3 +344,54 @@ def test_alibi_bias_from_any_slopes_by_loop(T, S):
         alibi_bias_from_slopes(torch.tensor([1, 2]), 3)
     with pytest.raises(ValueError, match="slopes: expected shape"):
         alibi_bias_from_slopes(torch.ones(2, 2), 3)
+
+
+# ---------------------------------------------------------------- similarity of table rows
+
+
+def test_position_similarity_equals_torch_cosine_similarity_of_every_pair():
+    table = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
+    expected = torch.nn.functional.cosine_similarity(table[:, None, :], table[None, :, :], dim=-1)
+    torch.testing.assert_close(position_similarity(table), expected)
+
+
+def test_position_similarity_of_sinusoids_is_the_dot_product_over_half_the_width_and_depends_on_the_offset():
+    pe = sinusoidal_encoding(20, 12, dtype=torch.float64)
+    similarity = position_similarity(pe)
+    torch.testing.assert_close(similarity, pe @ pe.T / 6)
+    torch.testing.assert_close(similarity[1:, 1:], similarity[:-1, :-1])  # constant along diagonals
+    with pytest.raises(ValueError, match=r"table: expected shape \(N, D\)"):
+        position_similarity(torch.ones(3))
+
+
+# ---------------------------------------------------------------- ALiBi reach
+
+
+@pytest.mark.parametrize("num_keys", [1, 7, 256])
+def test_alibi_mean_distance_is_what_the_attention_weights_give(num_keys):
+    slopes = alibi_slopes(8)
+    flat = torch.zeros(1, 8, num_keys, 4, dtype=torch.float64)  # no content: the bias alone sets the weights
+    bias = alibi_bias(8, num_keys).double()
+    weights = attention_weights(flat, flat, is_causal=True, score_bias=bias)[0, :, -1]  # (H, S) last query
+    distance = torch.arange(num_keys - 1, -1, -1, dtype=torch.float64)  # key s is num_keys - 1 - s back
+    torch.testing.assert_close(alibi_mean_distance(slopes, num_keys), (weights * distance).sum(-1))
+
+
+def test_alibi_mean_distance_without_end_is_the_geometric_mean_and_about_one_over_m_minus_a_half():
+    slopes = torch.tensor([2.0, 0.5, 1 / 64, 1 / 256], dtype=torch.float64)
+    r = torch.exp(-slopes)
+    by_sum = torch.stack(
+        [sum(d * ri**d for d in range(20_000)) / sum(ri**d for d in range(20_000)) for ri in r]
+    )
+    torch.testing.assert_close(alibi_mean_distance(slopes), by_sum)
+    assert ((alibi_mean_distance(slopes) - (1 / slopes - 0.5)).abs() <= slopes / 12).all()  # next term m/12
+    torch.testing.assert_close(alibi_mean_distance(slopes, 10**6), alibi_mean_distance(slopes))
+
+
+def test_alibi_mean_distance_rejects_bad_slopes():
+    with pytest.raises(ValueError, match="slopes: expected slopes > 0"):
+        alibi_mean_distance(torch.tensor([0.5, 0.0]))
+    with pytest.raises(ValueError, match=r"slopes: expected shape \(H\)"):
+        alibi_mean_distance(torch.ones(2, 2))
+    with pytest.raises(ValueError, match="num_keys"):
+        alibi_mean_distance(torch.tensor([0.5]), 0)

@@ -244,6 +244,32 @@ def test_plot_encoding_curves_draws_the_chosen_columns():
         viz.plot_encoding_curves(pe, [])
 
 
+def test_plot_encoding_curves_names_the_columns_as_asked():
+    fig = viz.plot_encoding_curves(sin_cos_table(30, 8), [0, 4], labels=["pair 0", "pair 2"])
+    assert [text.get_text() for text in fig.axes[0].get_legend().get_texts()] == ["pair 0", "pair 2"]
+    with pytest.raises(ValueError, match=r"labels: expected len\(dims\)=2 labels"):
+        viz.plot_encoding_curves(sin_cos_table(30, 8), [0, 4], labels=["pair 0"])
+
+
+def test_plot_position_similarity_shares_one_scale_from_minus_one_to_one():
+    a = torch.eye(4) * 2 - 1  # +1 on the diagonal, -1 elsewhere
+    b = torch.full((4, 4), 0.25)
+    fig = viz.plot_position_similarity({"a": a, "b": b}, title="two tables")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["a", "b"]
+    for ax, data in zip(panels, (a, b)):
+        np.testing.assert_allclose(image_of(ax), data.numpy())
+        assert ax.images[0].get_clim() == (-1.0, 1.0)
+        assert ax.images[0].cmap(ax.images[0].norm(0.0))[:3] == pytest.approx((1.0, 1.0, 1.0), abs=0.05)
+    assert fig.get_suptitle() == "two tables"
+    with pytest.raises(ValueError, match=r"similarities\['a'\]: expected a square"):
+        viz.plot_position_similarity({"a": torch.zeros(2, 3)})
+    with pytest.raises(ValueError, match=r"entries in \[-1, 1\]"):
+        viz.plot_position_similarity({"a": torch.full((2, 2), 2.0)})
+    with pytest.raises(ValueError, match="similarities: expected a non-empty dict"):
+        viz.plot_position_similarity({})
+
+
 def test_plot_rotation_draws_one_arrow_per_vector_and_arcs_of_the_angles():
     angles = torch.tensor([0.0, 0.5, -2.0])
     start = torch.tensor([0.6, 0.8])
@@ -310,6 +336,31 @@ def test_plot_curves_over_runs_draws_the_median_and_a_band_from_lowest_to_highes
     assert not matplotlib.colors.same_color(one.get_color(), median.get_color())
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["one run", "4 seeds"]
     assert ax.get_yscale() == "log"
+
+
+def test_plot_curves_styles_the_named_curves_and_adds_to_a_given_axes():
+    dashed = {"derived": {"color": "black", "linestyle": "--"}, "runs": {"color": "tab:red", "marker": None}}
+    fig = viz.plot_curves(
+        [1, 2, 3],
+        {"derived": [1, 2, 3], "runs": [[1, 1, 1], [2, 2, 2]]},
+        xlabel="x",
+        ylabel="y",
+        styles=dashed,
+    )
+    derived, runs = fig.axes[0].get_lines()
+    assert (derived.get_linestyle(), matplotlib.colors.same_color(derived.get_color(), "black")) == (
+        "--",
+        True,
+    )
+    assert matplotlib.colors.same_color(runs.get_color(), "tab:red") and runs.get_marker() in (None, "None")
+    again = viz.plot_curves([1, 2], {"short": [5, 6]}, xlabel="x", ylabel="y", ax=fig.axes[0])
+    assert again is fig and [line.get_label() for line in fig.axes[0].get_lines()] == [
+        "derived",
+        "runs",
+        "short",
+    ]
+    with pytest.raises(ValueError, match=r"styles: expected names among the curves \['a'\]"):
+        viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y", styles={"b": {"color": "red"}})
 
 
 def test_plot_curves_over_runs_accepts_lists_and_a_single_run():

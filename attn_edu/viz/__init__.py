@@ -16,7 +16,8 @@ The files, by kind of figure in course order (import every name from here:
                      ANNOTATE_MAX_SIZE, MASK_COLORS                (nb 01, 02, 04-06, 09, 11-13)
     measurements.py  plot_curves (one run or a band over runs), plot_histograms,
                      plot_distribution                                           (nb 03, 08, 10, ...)
-    positions.py     plot_positional_encoding, plot_encoding_curves, plot_rotation (nb 06, 07)
+    positions.py     plot_positional_encoding, plot_encoding_curves, plot_position_similarity,
+                     plot_rotation                                               (nb 06, 07)
     sequences.py     plot_token_rows                                             (nb 09)
     flash.py         plot_online_softmax                                         (nb 12)
 
@@ -35,7 +36,12 @@ from attn_edu.viz.heatmaps import (
     plot_score_bias,
 )
 from attn_edu.viz.measurements import plot_curves, plot_distribution, plot_histograms
-from attn_edu.viz.positions import plot_encoding_curves, plot_positional_encoding, plot_rotation
+from attn_edu.viz.positions import (
+    plot_encoding_curves,
+    plot_position_similarity,
+    plot_positional_encoding,
+    plot_rotation,
+)
 from attn_edu.viz.sequences import plot_token_rows
 from attn_edu.viz.flash import plot_online_softmax
 # isort: on
@@ -53,6 +59,7 @@ __all__ = [
     "plot_distribution",
     "plot_positional_encoding",
     "plot_encoding_curves",
+    "plot_position_similarity",
     "plot_rotation",
     "plot_token_rows",
     "plot_online_softmax",

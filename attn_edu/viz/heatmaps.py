@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from attn_edu._validate import check_mask, check_positive_int, check_shape
 from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
@@ -276,7 +277,16 @@ def plot_score_bias(
     H, T, S = sizes["H"], sizes["T"], sizes["S"]
     cols = min(H, max_cols)
     rows = math.ceil(H / cols)
-    fig, grid = _grid(rows, cols, T, S)
+    # Panels sized to the matrix (no ticks labels or colour bar of their own to make room for), with the
+    # shared labels and colour bar close around them: about 0.2 inch per token, 1.8 to 3 inches a side.
+    side = min(3.0, max(1.8, 0.2 * max(T, S) + 0.4))
+    fig, grid = plt.subplots(
+        rows,
+        cols,
+        squeeze=False,
+        figsize=(cols * (side + 0.1) + 1.4, rows * (side + 0.35) + 0.8),
+        layout="constrained",
+    )
     extent = float(np.abs(data).max()) or 1.0
     if data.min() >= 0:  # one-sided: 0 (white) to the largest push up
         cmap, vmin, vmax = "Reds", 0.0, extent
@@ -290,6 +300,10 @@ def plot_score_bias(
             fig.delaxes(ax)
             continue
         image = ax.imshow(data[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # token positions: whole numbers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if h % cols:  # query numbers once per row of panels
+            ax.tick_params(labelleft=False)
         ax.set_title(f"head {h}", fontsize=9)
     fig.colorbar(image, ax=grid[:, :].ravel().tolist()[:H], label="score bias", shrink=0.8)
     fig.supxlabel("key (S)")

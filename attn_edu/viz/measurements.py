@@ -45,12 +45,16 @@ def plot_curves(
     logy: bool = False,
     title: str | None = None,
     ax: Axes | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Figure:
     """Line plot of measured curves that share one x axis (variance vs d_k, loss vs step, time vs N).
 
     Each value of ``ys`` is one curve, or several runs of it (e.g. one row per seed). Runs are drawn
     as their median with a band from the lowest to the highest run (``seaborn.lineplot`` with
     ``estimator="median", errorbar=("pi", 100)``), aggregated over the runs at each x (in x order).
+    ``styles`` maps a curve's name to matplotlib line settings (``color``, ``linestyle``, ``marker``...),
+    e.g. to pair colours by meaning or to dash a derived curve; other curves keep the default cycle.
+    Drawing on the ``ax`` of an earlier call adds curves (over another x range, say) to its figure.
 
     Shapes:
         x ``(N,)``; each value of ``ys`` ``(N,)`` or ``(runs, N)``.
@@ -83,15 +87,18 @@ def plot_curves(
         for name, y in curves.items():
             if (y <= 0).any():
                 raise ValueError(f"ys[{name!r}]: expected positive values for logy=True, got min {y.min()}")
+    styles = dict(styles or {})
+    if set(styles) - set(curves):
+        raise ValueError(f"styles: expected names among the curves {sorted(curves)}, got {sorted(styles)}")
     fig, ax = new_axes(ax, (5.5, 3.5))
-    marker = "o" if sizes["N"] <= 20 else None
     for name, y in curves.items():
+        style = {"marker": "o" if sizes["N"] <= 20 else None, **styles.get(name, {})}
         if y.ndim == 1:
-            ax.plot(xs, y, marker=marker, label=name)
+            ax.plot(xs, y, label=name, **style)
         else:  # runs: one long table of (x, y) points, aggregated at each x
             runs = y.shape[0]
             sns.lineplot(x=np.tile(xs, runs), y=y.reshape(-1), estimator="median", errorbar=("pi", 100),
-                         marker=marker, label=name, legend=False, ax=ax)  # fmt: skip
+                         label=name, legend=False, ax=ax, **style)  # fmt: skip
     # Scales are set after drawing, so the median of the runs is taken in data space.
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")

@@ -1,6 +1,7 @@
 """Positions: a position table as a heatmap or as curves, and the rotations of RoPE as arrows.
 
-Used by notebooks 06 (sinusoidal encodings: each sin/cos pair is a clock hand with its own speed) and
+Used by notebooks 06 (sinusoidal encodings: each sin/cos pair is a clock hand with its own speed; the
+similarity of a table's rows, sinusoidal beside learned) and
 07 (RoPE turns each pair of a query or key by an angle that grows with its position), and by their
 explorers.
 """
@@ -8,7 +9,7 @@ explorers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Circle, FancyArrowPatch
+from matplotlib.ticker import MaxNLocator
 
 from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
 
@@ -49,12 +51,19 @@ def plot_positional_encoding(
 
 
 def plot_encoding_curves(
-    pe: torch.Tensor | np.ndarray, dims: Sequence[int], *, title: str | None = None, ax: Axes | None = None
+    pe: torch.Tensor | np.ndarray,
+    dims: Sequence[int],
+    *,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
 ) -> Figure:
     """A few columns of a position table drawn against position: the "clock hands" one by one.
 
+    The legend names each column ``dim d``, or ``labels`` (one per column, e.g. ``"pair 4 (sine)"``).
+
     Shapes:
-        pe ``(N, dim)``; dims: column indices in ``0 .. dim-1``.
+        pe ``(N, dim)``; dims: column indices in ``0 .. dim-1``; labels: as many as dims.
 
     Example:
         >>> pe = torch.stack([torch.arange(8.0).sin(), torch.arange(8.0).cos()], dim=1)   # (8, 2)
@@ -71,15 +80,61 @@ def plot_encoding_curves(
             raise ValueError(
                 f"dims: expected indices in 0 .. {sizes['dim'] - 1} (pe has dim={sizes['dim']}), got {d!r}"
             )
+    names = token_labels("labels", labels, len(dims), "len(dims)") or [f"dim {int(d)}" for d in dims]
     fig, ax = new_axes(ax, (6.0, 3.0))
     positions = np.arange(sizes["N"])
-    for d in dims:
-        ax.plot(positions, data[:, d], marker="." if sizes["N"] <= 64 else None, label=f"dim {int(d)}")
+    for d, name in zip(dims, names):
+        ax.plot(positions, data[:, d], marker="." if sizes["N"] <= 64 else None, label=name)
     ax.set_xlabel("position")
     ax.set_ylabel("value")
     ax.legend(loc="upper right", fontsize=8)
     if title is not None:
         ax.set_title(title)
+    return fig
+
+
+def plot_position_similarity(
+    similarities: Mapping[str, torch.Tensor | np.ndarray], *, title: str | None = None
+) -> Figure:
+    """Side-by-side heatmaps of position-by-position similarity (e.g. cosines of table rows), one scale.
+
+    Every panel uses the same diverging scale from −1 to 1 with 0 white, so two tables can be compared
+    cell by cell: red = the two positions' vectors point the same way, blue = opposite ways.
+
+    Shapes:
+        each value ``(N, N)`` with entries in ``[−1, 1]`` (see :func:`attn_edu.positional.position_similarity`).
+
+    Example:
+        >>> fig = plot_position_similarity({"a": torch.eye(3), "b": -torch.eye(3)})
+        >>> len(fig.axes), fig.axes[0].images[0].get_clim()             # two panels and one colour bar
+        (3, (-1.0, 1.0))
+        >>> plt.close(fig)
+    """
+    if not isinstance(similarities, Mapping) or not similarities:
+        raise ValueError(
+            f"similarities: expected a non-empty dict {{name: (N, N) matrix}}, got {type(similarities).__name__}"
+        )
+    panels = []
+    for name, matrix in similarities.items():
+        data, sizes = as_numbers(f"similarities[{name!r}]", matrix, "N M")
+        if sizes["N"] != sizes["M"] or np.abs(data).max() > 1 + 1e-6:
+            raise ValueError(
+                f"similarities[{name!r}]: expected a square (N, N) matrix with entries in [-1, 1], "
+                f"got shape {data.shape} with largest |entry| {np.abs(data).max():.3g}"
+            )
+        panels.append((str(name), data))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels) + 1.2, 3.9), layout="constrained")
+    axes = np.atleast_1d(axes)
+    for ax, (name, data) in zip(axes, panels):
+        image = ax.imshow(data, cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="nearest")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("position q")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0].set_ylabel("position p")
+    fig.colorbar(image, ax=axes.tolist(), label="cosine similarity", shrink=0.9)
+    if title is not None:
+        fig.suptitle(title)
     return fig
 
 
