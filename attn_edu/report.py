@@ -32,11 +32,12 @@ def _as_float(name: str, value: float | torch.Tensor) -> float:
     return float(value)
 
 
-def below(value: float | torch.Tensor, bound: float) -> str:
+def below(value: float | torch.Tensor, bound: float, *, fmt: str = ".0e") -> str:
     """Check ``value < bound`` and return ``"< bound"`` for printing; raise ``AssertionError`` otherwise.
 
     Use it for the size of a float difference, whose digits differ from CPU to CPU while the bound holds on all
-    of them. A NaN never passes.
+    of them, or for a score whose claim is a bound (``fmt="g"`` prints ``0.4`` rather than ``4e-01``). A NaN
+    never passes.
 
     Example:
         >>> err = abs(0.1 + 0.2 - 0.3)
@@ -44,6 +45,8 @@ def below(value: float | torch.Tensor, bound: float) -> str:
         'max |a - b| < 1e-12'
         >>> below(torch.tensor(3e-7), 1e-6)
         '< 1e-06'
+        >>> below(0.36, 0.4, fmt="g")
+        '< 0.4'
         >>> below(2e-3, 1e-6)
         Traceback (most recent call last):
         ...
@@ -54,8 +57,8 @@ def below(value: float | torch.Tensor, bound: float) -> str:
     if not bound > 0:
         raise ValueError(f"bound: expected a number > 0, got {bound!r}")
     if not value < bound:  # also False for NaN
-        raise AssertionError(f"{value:.3g} is not below the bound {bound:.0e}")
-    return f"< {bound:.0e}"
+        raise AssertionError(f"{value:.3g} is not below the bound {bound:{fmt}}")
+    return f"< {bound:{fmt}}"
 
 
 def spread(values: Iterable[float | torch.Tensor], digits: int = 3) -> str:

@@ -83,6 +83,7 @@ def train(
     grad_clip: float | None = 1.0,
     warmup_steps: int = 0,
     schedule: Literal["constant", "cosine"] = "constant",
+    on_step: Callable[[int, nn.Module], object] | None = None,
 ) -> TrainResult:
     """Train ``model`` in place for ``steps`` AdamW steps; return the losses and the time taken.
 
@@ -94,6 +95,10 @@ def train(
     The learning rate rises linearly from ``lr / warmup_steps`` to ``lr`` over the first ``warmup_steps``
     steps (0: no warm-up), then stays there (``schedule="constant"``) or follows a half cosine down to 0 at
     the last step (``schedule="cosine"``, as in Loshchilov & Hutter 2017 without restarts).
+
+    ``on_step(steps_taken, model)``, if given, runs after every optimizer step, under ``torch.no_grad()``:
+    a place to measure the model while it learns (e.g. a head's induction score against the step). It must
+    not change the model or draw from the global random generator, or the run is no longer the same run.
 
     Example:
         >>> from attn_edu.data import repeated_sequences
@@ -142,6 +147,9 @@ def train(
         optimizer.step()
         scheduler.step()
         losses.append(loss.item())
+        if on_step is not None:
+            with torch.no_grad():
+                on_step(step + 1, model)
         if progress and step % 10 == 0:
             step_range.set_postfix(loss=f"{losses[-1]:.3f}")
     seconds = time.perf_counter() - start

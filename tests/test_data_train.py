@@ -169,6 +169,19 @@ def test_custom_loss_fn_is_used():
     assert calls == [(32, 12)] * 3
 
 
+def test_on_step_sees_every_step_without_changing_the_run():
+    plain = train(tiny_gpt(), copy_batches, steps=4, seed=3, progress=False)
+    seen = []
+
+    def probe(step, model):
+        seen.append((step, model.training, torch.is_grad_enabled()))
+        model(copy_batches(torch.Generator().manual_seed(99)).input_ids)  # a measurement on other data
+
+    probed = train(tiny_gpt(), copy_batches, steps=4, seed=3, progress=False, on_step=probe)
+    assert seen == [(step, True, False) for step in range(1, 5)]  # after each step, training mode, no graph
+    assert probed.losses == plain.losses
+
+
 def test_train_errors():
     with pytest.raises(ValueError, match="steps"):
         train(tiny_gpt(), copy_batches, steps=0)

@@ -12,6 +12,7 @@ def test_below_prints_the_bound_not_the_value():
     # Two values that differ in their last digits print the same text.
     assert below(2.4e-7, 1e-6) == below(1.2e-7, 1e-6) == below(0.0, 1e-6) == "< 1e-06"
     assert below(torch.tensor(3e-14, dtype=torch.float64), 1e-12) == "< 1e-12"
+    assert below(0.36475, 0.4, fmt="g") == below(0.1, 0.4, fmt="g") == "< 0.4"  # a bound in plain notation
 
 
 @pytest.mark.parametrize("value", [1e-6, 2e-3, math.inf, math.nan])

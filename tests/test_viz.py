@@ -195,6 +195,15 @@ def test_plot_mask_colours_allowed_cells_and_states_polarity():
     assert cmap(norm(1)) != cmap(norm(0))
 
 
+def test_plot_mask_legend_false_draws_the_same_cells_without_a_legend():
+    mask = causal_mask(3, 5)
+    with_legend, without = viz.plot_mask(mask), viz.plot_mask(mask, legend=False)
+    np.testing.assert_array_equal(image_of(without.axes[0]), image_of(with_legend.axes[0]))
+    assert without.axes[0].get_legend() is None and with_legend.axes[0].get_legend() is not None
+    plt.close(with_legend)
+    plt.close(without)
+
+
 @pytest.mark.parametrize(
     ("mask", "match"),
     [

@@ -203,11 +203,14 @@ def plot_heads(
 # ---------------------------------------------------------------------------------------------------
 
 
-def plot_mask(mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: Axes | None = None) -> Figure:
+def plot_mask(
+    mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: Axes | None = None, legend: bool = True
+) -> Figure:
     """Picture of a boolean mask: coloured cells may be attended, grey cells are hidden.
 
     Row ``t`` is query ``t``, column ``s`` is key ``s``; the legend states the polarity
-    (``True`` = may attend, the convention of :mod:`attn_edu.masks`).
+    (``True`` = may attend, the convention of :mod:`attn_edu.masks`). In a row of masks drawn side by
+    side (``ax=``), pass ``legend=False`` for all panels but the last, so the figure shows it once.
 
     Shapes:
         mask ``(T, S)`` bool.
@@ -217,6 +220,9 @@ def plot_mask(mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: 
         >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
         ['True: may attend', 'False: hidden']
         >>> plt.close(fig)
+        >>> plot_mask(torch.ones(2, 2, dtype=torch.bool), legend=False).axes[0].get_legend() is None
+        True
+        >>> plt.close("all")
     """
     t = as_tensor("mask", mask)
     sizes = check_shape("mask", t, "T S")
@@ -240,7 +246,10 @@ def plot_mask(mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: 
         Patch(color=MASK_COLORS[1], label="True: may attend"),
         Patch(color=MASK_COLORS[0], label="False: hidden"),
     ]
-    ax.legend(handles=handles, title="mask[t, s]", loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    if legend:
+        ax.legend(
+            handles=handles, title="mask[t, s]", loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8
+        )
     if title is not None:
         ax.set_title(title)
     return fig
