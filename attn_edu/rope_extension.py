@@ -10,9 +10,9 @@ interpolation (PI, Chen et al., 2023: every frequency divided by s), NTK-aware s
 the base raised to b·s^(D/(D−2))) and YaRN (Peng et al., 2023: fast pairs kept, slow pairs
 interpolated, and the temperature 0.1 ln s + 1), each as it is and after a short fine-tune at 4L
 (PI's paper fine-tunes for 1,000 steps, YaRN's for 400; our 50 steps read 2.5 % as many characters as
-the pretraining). Character-level text is the task because every position of it is scored, so the loss
-can be read position by position, and the characters past L can help (words and names recur within 256
-characters).
+the pretraining). The models read character-level text because every position of it is scored, so
+the loss can be read position by position, and the characters past L can help (words and names recur
+within 256 characters).
 
 Measured on the held-out tenth of Python 3.11's text (nats per character over the 16 positions before
 L, 2L and 4L; the range over seeds 0, 1, 2): no scaling 1.34-1.38, 2.46-2.52, 3.41-3.64; PI 3.01-3.21
