@@ -14,7 +14,8 @@ interchangeable without permuting them (:func:`interleaved_to_half`):
   original Llama code (the complex-number view, :func:`apply_rope_complex`).
 
 Context extension (scaling the frequencies so a model trained on ``L`` tokens reads ``s·L``):
-position interpolation (``linear``), the NTK-aware base change (``ntk``) and YaRN (``yarn``).
+position interpolation (``linear``), the NTK-aware base change (``ntk``) and YaRN (``yarn``; the
+reference code's ramp, and the paper's in :func:`yarn_frequencies_by_turns`).
 """
 
 from __future__ import annotations
@@ -392,6 +393,54 @@ def yarn_frequencies(
     return inv_freq.float(), yarn_attention_factor(factor)
 
 
+def yarn_frequencies_by_turns(
+    head_dim: int,
+    factor: float,
+    *,
+    original_max_positions: int,
+    base: float = 10000.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> tuple[torch.Tensor, float]:
+    """YaRN as the paper writes it: a ramp linear in the number of turns ``r``, not in the pair index.
+
+        r_i = L / λ_i = L · θ_i / (2π)                   turns of pair i over the trained context L
+        γ(r) = 0 if r < α,  1 if r > β,  (r − α) / (β − α) otherwise          (Peng et al., 2023, eq. 18)
+        θ'_i = (1 − γ(r_i)) · θ_i / s + γ(r_i) · θ_i
+
+    with ``α = beta_slow`` and ``β = beta_fast``. The pairs that keep their frequency (``r > β``) and
+    the pairs fully interpolated (``r < α``) are the ones :func:`yarn_frequencies` picks (up to its
+    rounding of the two ends to whole pair indices); in between the blends differ. ``r`` falls
+    geometrically with ``i``, so a ramp linear in ``r`` reaches most of the way to ``θ_i / s`` within
+    a few pairs of the fast end, where the reference code's ramp, linear in ``i``, is still near ``θ_i``.
+    Notebook 07 draws both. The attention factor is the same.
+
+    Shapes:
+        returns inv_freq ``(D/2,)`` float32 and the attention factor (a float).
+
+    Example:
+        >>> by_turns, _ = yarn_frequencies_by_turns(64, 4.0, original_max_positions=512)
+        >>> by_index, _ = yarn_frequencies(64, 4.0, original_max_positions=512)
+        >>> theta = rope_frequencies(64)
+        >>> kept = lambda f: round(float((f[8] - theta[8] / 4) / (theta[8] - theta[8] / 4)), 2)
+        >>> kept(by_turns), kept(by_index)              # share of θ_8 kept: 23 % vs 62 %
+        (0.23, 0.62)
+    """
+    _check_head_dim("head_dim", head_dim)
+    factor = _check_factor(factor)
+    check_positive_int("original_max_positions", original_max_positions)
+    base = _check_base(base)
+    if not beta_fast > beta_slow > 0:
+        raise ValueError(
+            f"beta_fast, beta_slow: expected beta_fast > beta_slow > 0, got {beta_fast}, {beta_slow}"
+        )
+    theta = rope_frequencies(head_dim, base=base).double()  # (D/2,)
+    turns = original_max_positions * theta / (2 * math.pi)  # (D/2,) r_i
+    keep = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)  # (D/2,) γ(r_i): 1 = keep θ_i
+    inv_freq = (1 - keep) * theta / factor + keep * theta  # (D/2,)
+    return inv_freq.float(), yarn_attention_factor(factor)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The module used by attention layers
 # ---------------------------------------------------------------------------------------------------
@@ -406,6 +455,10 @@ class RopeScaling:
     original_max_positions: int | None = None  # L, the trained context; required by "yarn"
     beta_fast: float = 32.0  # yarn: pairs with more turns than this over L keep their frequency
     beta_slow: float = 1.0  # yarn: pairs with fewer turns than this are fully interpolated
+    # The factor on cos and sin (every score gets its square). None: the method's own, YaRN's
+    # 0.1 ln s + 1 and 1 for the others; a number overrides it (1.0: YaRN without its temperature),
+    # as transformers' "attention_factor" does.
+    attention_factor: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("linear", "ntk", "yarn"):
@@ -413,21 +466,26 @@ class RopeScaling:
         _check_factor(self.factor)
         if self.kind == "yarn" and self.original_max_positions is None:
             raise ValueError("original_max_positions: required for kind='yarn' (the trained context L)")
+        a = self.attention_factor
+        if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < math.inf):
+            raise ValueError(f"attention_factor: expected None or a finite number > 0, got {a!r}")
 
     def frequencies(self, head_dim: int, base: float) -> tuple[torch.Tensor, float]:
         """``(inv_freq (D/2,), attention_factor)`` for this scaling."""
         if self.kind == "linear":
-            return linear_scaled_frequencies(head_dim, self.factor, base=base), 1.0
-        if self.kind == "ntk":
-            return ntk_scaled_frequencies(head_dim, self.factor, base=base), 1.0
-        return yarn_frequencies(
-            head_dim,
-            self.factor,
-            original_max_positions=self.original_max_positions,
-            base=base,
-            beta_fast=self.beta_fast,
-            beta_slow=self.beta_slow,
-        )
+            inv_freq, own = linear_scaled_frequencies(head_dim, self.factor, base=base), 1.0
+        elif self.kind == "ntk":
+            inv_freq, own = ntk_scaled_frequencies(head_dim, self.factor, base=base), 1.0
+        else:
+            inv_freq, own = yarn_frequencies(
+                head_dim,
+                self.factor,
+                original_max_positions=self.original_max_positions,
+                base=base,
+                beta_fast=self.beta_fast,
+                beta_slow=self.beta_slow,
+            )
+        return inv_freq, own if self.attention_factor is None else float(self.attention_factor)
 
 
 class RotaryEmbedding(nn.Module):

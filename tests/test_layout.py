@@ -47,6 +47,7 @@ FLOORS = {
         "corpus",
         "text_gpt",
         "multitask",
+        "rope_extension",
         "finetune",
         "probes",
         "length_extrapolation",

@@ -24,6 +24,7 @@ from attn_edu.rope import (
     rope_frequencies,
     rotate_2d,
     yarn_frequencies,
+    yarn_frequencies_by_turns,
 )
 
 LAYOUTS = ["half", "interleaved"]
@@ -315,3 +316,59 @@ def test_rotary_module_and_scaling_errors():
         ntk_scaled_frequencies(2, 2.0)
     with pytest.raises(ValueError, match="scaling"):
         RotaryEmbedding(8, scaling={"kind": "linear", "factor": 2.0})
+
+
+# ---------------------------------------------------------------- YaRN's ramp: the paper's and the code's
+
+
+def test_yarn_by_turns_follows_the_paper_ramp_linear_in_turns():
+    head_dim, factor, L = 64, 4.0, 512
+    theta = rope_frequencies(head_dim).double()
+    turns = L * theta / (2 * math.pi)  # r_i
+    inv, attention_factor = yarn_frequencies_by_turns(head_dim, factor, original_max_positions=L)
+    kept = ((inv.double() - theta / factor) / (theta - theta / factor)).tolist()  # γ per pair
+    for r, gamma in zip(turns.tolist(), kept):  # eq. 18 pair by pair, in plain Python
+        expected = 0.0 if r < 1 else 1.0 if r > 32 else (r - 1) / 31
+        assert gamma == pytest.approx(expected, abs=1e-5), r
+    assert attention_factor == pytest.approx(0.1 * math.log(factor) + 1)
+
+
+def test_the_two_yarn_ramps_agree_at_the_ends_and_differ_in_between():
+    theta = rope_frequencies(64)
+    by_turns, _ = yarn_frequencies_by_turns(64, 4.0, original_max_positions=512)
+    by_index, _ = yarn_frequencies(64, 4.0, original_max_positions=512)
+    turns = 512 * theta / (2 * math.pi)
+    ends = (turns > 40) | (turns < 0.5)
+    torch.testing.assert_close(by_turns[ends], by_index[ends])
+    between = ~ends & (turns < 32) & (turns > 1)
+    assert between.sum() >= 8
+    assert ((by_index - by_turns)[between] > 0).all()  # linear in r interpolates more of each middle pair
+    with pytest.raises(ValueError, match="beta_fast, beta_slow"):
+        yarn_frequencies_by_turns(64, 4.0, original_max_positions=512, beta_fast=1.0, beta_slow=2.0)
+
+
+def test_attention_factor_overrides_the_methods_own_as_in_transformers():
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=256,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 64, "attention_factor": 1.0},
+    )  # fmt: skip
+    inv_hf, attention_hf = ROPE_INIT_FUNCTIONS["yarn"](config)
+    inv, attention = RopeScaling("yarn", 4.0, original_max_positions=64, attention_factor=1.0).frequencies(
+        16, 1e4
+    )
+    torch.testing.assert_close(inv, inv_hf)
+    assert attention == attention_hf == 1.0
+
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 6, 16), torch.randn(1, 2, 6, 16)
+    plain = RotaryEmbedding(16, scaling=RopeScaling("linear", 2.0))
+    doubled = RotaryEmbedding(16, scaling=RopeScaling("linear", 2.0, attention_factor=2.0))
+    (q1, k1), (q2, k2) = plain(q, k), doubled(q, k)
+    torch.testing.assert_close(q2 @ k2.transpose(-1, -2), 4 * (q1 @ k1.transpose(-1, -2)))  # scores × 2²
+    for bad in (0.0, -1.0, math.inf, True):
+        with pytest.raises(ValueError, match="attention_factor"):
+            RopeScaling("linear", 2.0, attention_factor=bad)

@@ -11,6 +11,8 @@ Hugging Face), no biases anywhere; Llama 2 70B and Llama 3 add grouped-query att
 (``num_kv_heads < num_heads``; Ainslie et al., 2023). ``sliding_window=W`` makes it Mistral-like
 (Jiang et al., 2023): every layer attends only to the last ``W`` positions, and
 :func:`attn_edu.generation.generate` then keeps a rolling cache of ``W`` slots per layer.
+``rope_scaling`` stretches RoPE past the trained context (position interpolation, NTK-aware, YaRN;
+:class:`attn_edu.rope.RopeScaling`), as Hugging Face's ``rope_scaling`` does.
 
 Shapes:
     input_ids ``(B, T)``; logits ``(B, T, V)``.
@@ -28,7 +30,7 @@ from attn_edu._validate import check_head_dim, check_positive_int, check_token_i
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import PreNormDecoderBlock, RMSNorm, SwiGLUFeedForward, init_normal_
 from attn_edu.multihead import AttentionFn, MultiHeadAttention
-from attn_edu.rope import RotaryEmbedding
+from attn_edu.rope import RopeScaling, RotaryEmbedding
 
 if TYPE_CHECKING:
     from attn_edu.kv_cache import KVCache
@@ -51,6 +53,7 @@ class LlamaConfig:
     dropout: float = 0.0  # dropout on sub-layer outputs (Llama: none)
     tie_embeddings: bool = False  # lm_head reuses the token embedding (Llama: no; small Llama 3.2: yes)
     sliding_window: int | None = None  # each token sees itself and W - 1 before it (Mistral 7B: 4096)
+    rope_scaling: RopeScaling | None = None  # context extension (PI, NTK-aware, YaRN); None: plain RoPE
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embed_dim", "num_layers", "num_heads", "num_kv_heads", "ffn_dim"):
@@ -59,6 +62,11 @@ class LlamaConfig:
         object.__setattr__(self, "head_dim", head_dim)  # frozen: None becomes C / H, once, here
         if self.sliding_window is not None:
             check_positive_int("sliding_window", self.sliding_window)
+        if isinstance(self.rope_scaling, dict):  # as dataclasses.asdict and a JSON record store it
+            object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
+            kind = type(self.rope_scaling).__name__
+            raise ValueError(f"rope_scaling: expected None or an attn_edu.rope.RopeScaling, got {kind}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads}, got {self.num_kv_heads}")
         if self.head_dim % 2:
@@ -91,7 +99,7 @@ class Llama(nn.Module):
         if not isinstance(config, LlamaConfig):
             raise ValueError(f"config: expected a LlamaConfig, got {type(config).__name__}")
         self.config = c = config
-        self.rotary = RotaryEmbedding(c.head_dim, base=c.rope_base, layout="half")
+        self.rotary = RotaryEmbedding(c.head_dim, base=c.rope_base, layout="half", scaling=c.rope_scaling)
         self.token_embedding = nn.Embedding(c.vocab_size, c.embed_dim)
         self.blocks = nn.ModuleList(
             PreNormDecoderBlock(
