@@ -1,13 +1,13 @@
 """The Triton kernels compile for real GPUs (A100's sm_80, H100's sm_90) on a machine without one.
 
-`attn_edu.kernels.compile_report` compiles ahead of time exactly what the launchers would launch. Here
-every teaching kernel (forward, the backward's preprocess, dK/dV and dQ) is compiled in bfloat16 (the
-dtype models train in), at D = 64 and 128, causal and not, for both targets, and must: compile; keep
-every value in registers (ptxas spills nothing, no local memory); use the tensor cores of its target
-(``mma.sync`` on sm_80, Hopper's ``wgmma`` on sm_90) wherever it multiplies matrices; and fit at least
-one program per SM. So must every configuration the autotuned fast forward may pick on each GPU
-(bfloat16, not causal). float16, float32 and the causal fast forward are in the full report
-(``make kernel-report``), which would make these tests too slow.
+`attn_edu.kernels.compile_report` compiles ahead of time exactly what the launchers would launch. Here it
+compiles, once per test session (a process per CPU; pytest-xdist workers share the result), the teaching
+kernels (forward, the backward's preprocess, dK/dV and dQ) in float16, bfloat16 and float32 and every
+configuration the autotuned fast forward may pick (bfloat16 and float32), at D = 64 and 128, causal and
+not, for both targets: 120 kernels. Each must compile; keep every value in
+registers (ptxas spills nothing, no local memory); use the tensor cores of its target in 16-bit
+(``mma.sync`` on sm_80, Hopper's ``wgmma`` on sm_90) wherever it multiplies matrices, and exact float32
+products (no tensor cores, no TF32) in float32; and fit at least one program per SM.
 
 Where the installed Triton cannot compile ahead of time (no ``triton.compile``/``ASTSource``/
 ``GPUTarget`` of this form, or no ``cuobjdump`` in its wheel), the tests skip and say why.
@@ -15,6 +15,7 @@ Where the installed Triton cannot compile ahead of time (no ``triton.compile``/`
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -26,9 +27,17 @@ pytestmark = pytest.mark.skipif(
     not triton_available(), reason="needs triton (Linux): pip install -e '.[triton]'"
 )
 
-TEACHING = ("forward", "preprocess", "dkdv", "dq")
-DTYPES = ("bfloat16",)
-MATMUL_KERNELS = {"forward", "dkdv", "dq"}  # the preprocess kernel only sums dO * O: no tl.dot
+TEACHING = ["forward", "preprocess", "dkdv", "dq"]
+KERNELS = (*TEACHING, "fast_forward")
+# the preprocess kernel only sums dO * O: no tl.dot
+MATMUL_KERNELS = {"forward", "dkdv", "dq", "fast_forward"}
+DTYPES = ("float16", "bfloat16", "float32")
+# The fast forward's configurations in bfloat16 and float32: float16 gets the same configurations as bfloat16
+# and compiles to the same registers, shared memory and instructions (every one of them, in the full report:
+# `make kernel-report`), so it would add 26 s of compiling and nothing else here.
+FAST_DTYPES = ("bfloat16", "float32")
+HEAD_DIMS = (64, 128)
+TARGETS = (80, 90)
 
 
 def _ahead_of_time_or_skip():  # noqa: ANN202
@@ -59,41 +68,87 @@ def report():  # noqa: ANN201
     return _ahead_of_time_or_skip()
 
 
-@pytest.mark.parametrize("target", [80, 90], ids=["sm_80", "sm_90"])
-@pytest.mark.parametrize("kernel", TEACHING)
-def test_teaching_kernel_compiles_without_spills_on_tensor_cores(report, kernel: str, target: int) -> None:  # noqa: ANN001
-    variants = report.capture([kernel], DTYPES, [64, 128], [target])
-    expected = len(DTYPES) * 2 * (1 if kernel == "preprocess" else 2)  # dtypes x head sizes x causal
-    assert len(variants) == expected, [v.config for v in variants]
-    results = report.compile_all(variants, jobs=1)
-    failed = [
-        f"{r.variant.dtype} D={r.variant.head_dim} causal={r.variant.causal}: {r.error}"
-        for r in results
-        if r.error
-    ]
+def _compile_everything(report) -> list[dict]:  # noqa: ANN001
+    """Every variant for both targets, compiled by the report (one process per CPU), as the report's rows."""
+    variants = report.capture(["fast_forward"], FAST_DTYPES, HEAD_DIMS, TARGETS)  # the longest compiles first
+    variants += report.capture(TEACHING, DTYPES, HEAD_DIMS, TARGETS)
+    return [result.row() for result in report.compile_all(variants)]
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """The report's rows, compiled once per test session: pytest-xdist workers share them through a file
+    lock in their common temporary folder."""
+    report = _ahead_of_time_or_skip()
+    from filelock import FileLock  # a dependency of torch
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by every worker of this run
+    path = root / "kernel-compile-rows.json"
+    with FileLock(str(path) + ".lock"):
+        if not path.is_file():
+            path.write_text(json.dumps(_compile_everything(report)))
+        return json.loads(path.read_text())
+
+
+def _rows(compiled: list[dict], kernel: str, target: int) -> list[dict]:
+    return [r for r in compiled if r["kernel"] == kernel and r["target"] == f"sm_{target}"]
+
+
+def _name(row: dict) -> str:
+    return (
+        f"{row['kernel']} {row['dtype']} D={row['D']} causal={row['causal']} {row['config']} {row['target']}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS, ids=["sm_80", "sm_90"])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_variant_compiles_without_spills_on_tensor_cores(
+    compiled: list[dict], kernel: str, target: int
+) -> None:
+    rows = _rows(compiled, kernel, target)
+    # every dtype x head size x causality is there (preprocess has no causal switch; the fast forward may
+    # have several configurations for each)
+    causal = [None] if kernel == "preprocess" else [False, True]
+    dtypes = FAST_DTYPES if kernel == "fast_forward" else DTYPES
+    expected = {(dtype, D, c) for dtype in dtypes for D in HEAD_DIMS for c in causal}
+    assert {(r["dtype"], r["D"], r["causal"]) for r in rows} == expected
+    if kernel != "fast_forward":
+        assert len(rows) == len(expected), [_name(r) for r in rows]
+    failed = [f"{_name(r)}: {r['error']}" for r in rows if r["error"]]
     assert not failed, "\n".join(failed)
-    for r in results:
-        name = f"{kernel} {r.variant.dtype} D={r.variant.head_dim} causal={r.variant.causal} sm_{target}"
-        assert 0 < r.registers <= 255, name
-        assert r.spill_stores == r.spill_loads == 0, f"{name} spills {r.spill_stores} bytes per thread"
-        assert r.local_bytes == 0, f"{name}: {r.local_bytes} bytes of local memory"
-        assert all(o["programs"] >= 1 for o in r.occupancy.values()), f"{name}: {r.occupancy}"
-        if kernel in MATMUL_KERNELS and target == 90:
-            assert r.wgmma > 0 and r.mma_sync == 0, f"{name}: wgmma {r.wgmma}, mma.sync {r.mma_sync}"
-        elif kernel in MATMUL_KERNELS:
-            assert r.mma_sync > 0 and r.wgmma == 0, f"{name}: wgmma {r.wgmma}, mma.sync {r.mma_sync}"
-        else:
-            assert r.wgmma == r.mma_sync == 0, name
+    problems = []
+    for r in rows:
+        name = _name(r)
+        if not 0 < r["registers"] <= 255:
+            problems.append(f"{name}: {r['registers']} registers")
+        if r["spill_stores"] or r["spill_loads"] or r["local_bytes"]:
+            problems.append(f"{name} spills {r['spill_stores']} bytes per thread, local {r['local_bytes']}")
+        if not all(o["programs"] >= 1 for o in r["occupancy"].values()):
+            problems.append(f"{name} does not fit on an SM: {r['occupancy']}")
+        if kernel in MATMUL_KERNELS and r["dtype"] != "float32":
+            wanted, other = ("wgmma", "mma_sync") if target == 90 else ("mma_sync", "wgmma")
+            if not (r[wanted] > 0 and r[other] == 0):
+                problems.append(f"{name}: wgmma {r['wgmma']}, mma.sync {r['mma_sync']}")
+        elif r["wgmma"] or r["mma_sync"]:  # float32 products in IEEE precision, on the CUDA cores
+            problems.append(f"{name}: wgmma {r['wgmma']}, mma.sync {r['mma_sync']}")
+    assert not problems, "\n".join(problems)
 
 
-def test_the_dkdv_query_tile_depends_on_the_target(report) -> None:  # noqa: ANN001
-    by_target = {v.target: v.constexprs["BLOCK_M"] for v in report.capture(["dkdv"], ["bfloat16"], [128])}
-    assert by_target == {80: 32, 90: 64}
+def test_the_dkdv_query_tile_depends_on_the_target_and_the_dtype(report) -> None:  # noqa: ANN001
+    def query_rows(dtype: str) -> dict[int, int]:
+        return {v.target: v.constexprs["BLOCK_M"] for v in report.capture(["dkdv"], [dtype], [128])}
+
+    assert query_rows("bfloat16") == {80: 32, 90: 64}
+    assert query_rows("float32") == {80: 16, 90: 16}
 
 
 def test_launches_are_captured_as_the_jit_specialises_them(report) -> None:  # noqa: ANN001
     (variant,) = [v for v in report.capture(["forward"], ["float16"], [128], [90]) if v.causal]
     assert variant.num_warps == 8 and variant.constexprs["BLOCK_D"] == 128  # launch_options for D = 128
+    assert variant.num_stages == 2
     assert variant.constexprs["IS_CAUSAL"] is True
     for name in ("stride_qd", "stride_kd", "stride_vd", "stride_od"):  # contiguous: the last stride is 1
         assert variant.signature[name] == "constexpr" and variant.constexprs[name] == 1
@@ -104,41 +159,27 @@ def test_launches_are_captured_as_the_jit_specialises_them(report) -> None:  # n
     # GROUP = 1 (one query head per key/value head) becomes a constant; H = 2 is not divisible by 16.
     assert variant.signature["GROUP"] == "constexpr" and variant.constexprs["GROUP"] == 1
     assert variant.signature["H"] == "i32" and variant.attrs[(names.index("H"),)] == []
+    # float32: 32 x 16 tiles, and the dK/dV kernel without prefetching; the delta kernel: 4 warps, 1 stage
+    float32 = {v.kernel: v for v in report.capture(["forward", "dkdv", "dq"], ["float32"], [64], [90])}
+    assert {
+        k: (v.constexprs["BLOCK_M"], v.constexprs["BLOCK_N"], v.num_stages) for k, v in float32.items()
+    } == {"forward": (32, 16, 2), "dkdv": (16, 16, 1), "dq": (32, 16, 2)}
+    (delta,) = report.capture(["preprocess"], ["bfloat16"], [64], [80])
+    assert (delta.num_warps, delta.num_stages) == (4, 1)
 
 
 def test_the_fast_forward_autotunes_only_configurations_that_compile_without_spills(report) -> None:  # noqa: ANN001
-    def configs(dtype: str, head_dim: int) -> set[str]:
-        return {v.config for v in report.capture(["fast_forward"], [dtype], [head_dim], [90]) if not v.causal}
+    def configs(dtype: str, head_dim: int, target: int = 90) -> set[str]:
+        return {
+            v.config for v in report.capture(["fast_forward"], [dtype], [head_dim], [target]) if not v.causal
+        }
 
-    # float32: 32 x 32 tiles only (64 x 64 and up spilled 9-141 KB per thread in the compile report)
-    assert configs("float32", 64) == {"32x32 w4 s2"}
-    assert configs("float32", 128) == {"32x32 w8 s2"}
+    # float32: one small tile each (larger ones spilled kilobytes per thread in the compile report)
+    assert configs("float32", 64) == configs("float32", 64, 80) == {"32x32 w4 s2"}
+    assert configs("float32", 128) == configs("float32", 128, 80) == {"32x16 w8 s2"}
     # 16-bit: tiles of 64 rows and up, but not 128 x 64 with 4 warps at D = 128 (255 registers, spills)
     assert configs("bfloat16", 64) == {"128x64 w4 s3", "128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
     assert configs("bfloat16", 128) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
-
     # on an A100 (sm_80) two more spill: 128 x 128 with 8 warps at D = 128, 128 x 64 with 4 warps at D = 64
-    def on_ampere(head_dim: int) -> set[str]:
-        return {
-            v.config for v in report.capture(["fast_forward"], ["bfloat16"], [head_dim], [80]) if not v.causal
-        }
-
-    assert on_ampere(64) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
-    assert on_ampere(128) == {"128x64 w8 s3", "64x64 w4 s3"}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("target", [80, 90], ids=["sm_80", "sm_90"])
-def test_every_fast_forward_candidate_compiles_without_spills_on_tensor_cores(report, target: int) -> None:  # noqa: ANN001
-    """What the autotuner may pick on each GPU (bfloat16, D = 64 and 128, not causal): no spills, tensor cores."""
-    variants = [
-        v for v in report.capture(["fast_forward"], ["bfloat16"], [64, 128], [target]) if not v.causal
-    ]
-    assert len(variants) == (5 if target == 80 else 7), [v.config for v in variants]
-    for r in report.compile_all(variants, jobs=1):
-        name = f"fast_forward {r.variant.config} D={r.variant.head_dim} sm_{target}"
-        assert not r.error, f"{name}: {r.error}"
-        assert r.spill_stores == r.spill_loads == 0 and r.local_bytes == 0, (
-            f"{name} spills {r.spill_stores} bytes"
-        )
-        assert (r.wgmma > 0) if target == 90 else (r.mma_sync > 0), name
+    assert configs("bfloat16", 64, 80) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
+    assert configs("bfloat16", 128, 80) == {"128x64 w8 s3", "64x64 w4 s3"}

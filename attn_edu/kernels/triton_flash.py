@@ -73,16 +73,25 @@ if INTERPRETING and isinstance(tl.zeros, triton.runtime.JITFunction):
 
 # Tile sizes of the teaching kernels. A program holds a (BLOCK_M, BLOCK_D) query tile and streams
 # (BLOCK_N, BLOCK_D) key and value tiles; 64 x 64 fits comfortably in registers and shared memory
-# for 16-bit inputs up to D = 128. Float32 tiles take twice the bytes, so they use 32 x 32.
+# for 16-bit inputs up to D = 128. Every choice below was measured with
+# `python -m attn_edu.kernels.compile_report` (Triton 3.6 and 3.9, for sm_80 and sm_90): none spills.
 BLOCK_M = 64  # query rows per program
 BLOCK_N = 64  # key rows per inner-loop step
-BLOCK_FP32 = 32  # BLOCK_M = BLOCK_N for float32 inputs
+# float32 products run on the CUDA cores, not the tensor cores (input_precision="ieee"), and Triton holds whole
+# rows of both operands in registers for them: smaller tiles. With 32 x 32 the forward kernel spilled a few
+# bytes on sm_90 (4 at D = 64 with Triton 3.9, 36-48 at D = 128 with Triton 3.6); 32 x 16 needs 64-168.
+BLOCK_M_FP32 = 32  # query rows per program, float32 inputs
+BLOCK_N_FP32 = 16  # key rows per inner-loop step, float32 inputs
 # The dK/dV kernel keeps two (BLOCK_N, BLOCK_D) float32 accumulators for the whole loop and streams query
-# tiles past them. Before Hopper it streams tiles of at most 32 rows: with 64 it needs all 255 registers a
-# thread may have and spills on sm_80 at D = 128 (python -m attn_edu.kernels.compile_report); with 32, 198
-# and no spills. On Hopper (sm_90) 64-row tiles stay (235-248 registers, no spills): wgmma multiplies
-# 64 rows per warp group, and 32-row products would fall back to the older mma.sync.
+# tiles past them. Before Hopper it streams 16-bit tiles of at most 32 rows: with 64 it needs all 255
+# registers a thread may have and spills on sm_80 at D = 128; with 32, 194-198 and no spills. On Hopper
+# (sm_90) 64-row tiles stay (212-248 registers): wgmma multiplies 64 rows per warp group, and 32-row
+# products would fall back to the older mma.sync.
 DKDV_BLOCK_M = 32
+# float32 dK/dV: its four products per step spilled 2-7 KB per thread with 32-row query tiles, and still
+# hundreds of bytes with 16 while the next tiles were prefetched. 16 rows, no prefetching: 60-72 registers.
+DKDV_BLOCK_M_FP32 = 16
+DKDV_NUM_STAGES_FP32 = 1
 NUM_STAGES = 2  # how many key tiles the compiler may prefetch ahead (software pipelining)
 MAX_HEAD_DIM = 128  # larger heads would need smaller tiles to fit in shared memory
 
@@ -425,9 +434,9 @@ def check_inputs(
 def _block_sizes(dtype: torch.dtype, block_m: int | None, block_n: int | None) -> tuple[int, int]:
     """The teaching kernels' tile sizes: the named constants above unless given explicitly."""
     if block_m is None:
-        block_m = BLOCK_FP32 if dtype == torch.float32 else BLOCK_M
+        block_m = BLOCK_M_FP32 if dtype == torch.float32 else BLOCK_M
     if block_n is None:
-        block_n = BLOCK_FP32 if dtype == torch.float32 else BLOCK_N
+        block_n = BLOCK_N_FP32 if dtype == torch.float32 else BLOCK_N
     for name, value in (("block_m", block_m), ("block_n", block_n)):
         # tl.arange needs a power of two, and tl.dot at least 16 rows.
         if isinstance(value, bool) or not isinstance(value, int) or value < 16 or value & (value - 1):
@@ -455,7 +464,10 @@ def device_capability(device: torch.device) -> tuple[int, int] | None:
 
 
 def dkdv_block_m(q: torch.Tensor, block_m: int) -> int:
-    """Query rows per inner step of the dK/dV kernel: ``block_m``, capped at :data:`DKDV_BLOCK_M` before Hopper."""
+    """Query rows per inner step of the dK/dV kernel: ``block_m``, capped at :data:`DKDV_BLOCK_M_FP32` for float32
+    and at :data:`DKDV_BLOCK_M` for 16-bit inputs before Hopper."""
+    if q.dtype == torch.float32:
+        return min(block_m, DKDV_BLOCK_M_FP32)
     capability = device_capability(q.device)
     return block_m if capability is not None and capability[0] >= 9 else min(block_m, DKDV_BLOCK_M)
 
@@ -543,6 +555,7 @@ def flash_attention_backward(
     _flash_backward_preprocess_kernel[(triton.cdiv(T, block_m), B * H)](
         out, grad_out, delta, *out.stride(), *grad_out.stride(), H, T, D,
         BLOCK_M=block_m, BLOCK_D=options["BLOCK_D"],
+        num_warps=4, num_stages=1,  # one tile per program and no loop: nothing to prefetch
     )  # fmt: skip
 
     # dK, dV: one program per (key block, batch·head). Grouped heads get a float32 buffer per
@@ -550,11 +563,12 @@ def flash_attention_backward(
     grad_dtype = q.dtype if group == 1 else torch.float32
     dk = torch.empty(B, H, S, D, dtype=grad_dtype, device=q.device)  # (B, H, S, D)
     dv = torch.empty(B, H, S, D, dtype=grad_dtype, device=q.device)  # (B, H, S, D)
+    dkdv_options = {**options, "num_stages": DKDV_NUM_STAGES_FP32} if q.dtype == torch.float32 else options
     _flash_backward_dkdv_kernel[(triton.cdiv(S, block_n), B * H)](
         q, k, v, grad_out, lse, delta, dk, dv,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(),
         H, group, T, S, D, scale,
-        IS_CAUSAL=bool(is_causal), BLOCK_M=dkdv_block_m(q, block_m), BLOCK_N=block_n, **options,
+        IS_CAUSAL=bool(is_causal), BLOCK_M=dkdv_block_m(q, block_m), BLOCK_N=block_n, **dkdv_options,
     )  # fmt: skip
 
     # dQ: one program per (query block, batch·head).
@@ -626,8 +640,8 @@ def flash_attention(
     ``T != S``), zeros for a query that sees no key. ``mask`` exists only so that every attention
     function shares one signature: it must be ``None`` (use ``is_causal``). ``block_m`` and
     ``block_n`` override the tile sizes (powers of two >= 16; defaults :data:`BLOCK_M`,
-    :data:`BLOCK_N`, or :data:`BLOCK_FP32` for float32); before Hopper the dK/dV kernel streams query
-    tiles of at most :data:`DKDV_BLOCK_M` rows (:func:`dkdv_block_m`).
+    :data:`BLOCK_N`, or :data:`BLOCK_M_FP32`, :data:`BLOCK_N_FP32` for float32); the dK/dV kernel streams query tiles of at
+    most :data:`DKDV_BLOCK_M` rows before Hopper and :data:`DKDV_BLOCK_M_FP32` for float32 (:func:`dkdv_block_m`).
 
     Shapes:
         q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)`` with ``H_kv`` dividing ``H``, ``1 <= D <= 128``;
@@ -650,9 +664,10 @@ def flash_attention(
 
 
 __all__ = [
-    "BLOCK_FP32",
     "BLOCK_M",
+    "BLOCK_M_FP32",
     "BLOCK_N",
+    "BLOCK_N_FP32",
     "INTERPRETING",
     "flash_attention",
     "flash_attention_backward",

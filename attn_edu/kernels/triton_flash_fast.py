@@ -62,7 +62,7 @@ else:
             (128, 128, 8, 3),
             (64, 64, 4, 3),
             (32, 32, 4, 2),  # float32 at D <= 64
-            (32, 32, 8, 2),  # float32 at D = 128
+            (32, 16, 8, 2),  # float32 at D = 128
         ]
     ]
 
@@ -73,8 +73,9 @@ def configs_for(configs: list, named_args: dict, **kwargs: object) -> list:
     Measured with ``python -m attn_edu.kernels.compile_report`` (Triton 3.9, sm_90, D = 128): every
     16-bit tile of 64 rows and up compiles without spills except 128 x 64 with 4 warps (255 registers,
     416 bytes spilled per thread). float32 tiles hold twice the bytes: at 64 x 64 and up they spilled
-    9-141 KB per thread and took 20-80 s each to compile (an autotuner pays that at the first call);
-    32 x 32 tiles with 4 warps (8 at D = 128) compile in 3-5 s and spill nothing on sm_80 and at D = 64.
+    9-141 KB per thread and took 20-80 s each to compile (an autotuner pays that at the first call).
+    float32 keeps one small tile: 32 x 32 with 4 warps at D <= 64, and 32 x 16 with 8 warps at D = 128,
+    where 32 x 32 spilled about 500 bytes on sm_90; no spills on sm_80 or sm_90 (Triton 3.6 and 3.9).
     """
     wide = kwargs.get("BLOCK_D", 0) > 64
     capability = triton_flash.device_capability(named_args["Q"].device)  # None on a CPU
