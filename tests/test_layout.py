@@ -49,6 +49,7 @@ FLOORS = {
         "multitask",
         "finetune",
         "probes",
+        "alignment",
     ],
     "interop": ["interop"],
     "kernels": ["kernels"],
