@@ -218,6 +218,34 @@ class AdditiveScore(nn.Module):
         return self.score_proj(torch.tanh(q + k)).squeeze(-1)  # (..., T, S)
 
 
+class DotProductScore(nn.Module):
+    """Learned projections, then the scaled dot product: ``(W_q q) · (W_k k) / sqrt(D)``.
+
+    The transformer's score (Vaswani et al., 2017, section 3.2.1, with the projections of section 3.2.2);
+    as a bilinear form ``qᵀ W_qᵀ W_k k / sqrt(D)`` it is the "general" score of Luong et al. (2015,
+    section 3.1) with a matrix of rank at most ``D``. Like :class:`AdditiveScore` it takes queries and keys
+    of different sizes, but it never builds a ``(T, S, D)`` tensor: one matrix product gives every score.
+
+    Shapes:
+        query ``(..., T, query_dim)``, keys ``(..., S, key_dim)``; returns scores ``(..., T, S)``.
+
+    Example:
+        >>> score = DotProductScore(query_dim=3, key_dim=5, head_dim=4)
+        >>> score(torch.randn(2, 6, 3), torch.randn(2, 7, 5)).shape     # (B, T, S)
+        torch.Size([2, 6, 7])
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, head_dim: int) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(query_dim, head_dim, bias=False)  # W_q
+        self.k_proj = nn.Linear(key_dim, head_dim, bias=False)  # W_k
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        check_shape("query", query, "... T D", D=self.q_proj.in_features)
+        check_shape("keys", keys, "... S D", D=self.k_proj.in_features)
+        return scaled_dot_product_score(self.q_proj(query), self.k_proj(keys))  # (..., T, S)
+
+
 # --- kernel regression: attention pooling before neural networks ---------------------------------
 
 

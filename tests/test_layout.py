@@ -51,6 +51,7 @@ FLOORS = {
         "finetune",
         "probes",
         "length_extrapolation",
+        "alignment",
     ],
     "interop": ["interop"],
     "kernels": ["kernels"],

@@ -15,6 +15,7 @@ from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.masks import causal_mask, key_mask, padding_mask
 from attn_edu.retrieval import (
     AdditiveScore,
+    DotProductScore,
     attention_pool,
     average_pool,
     dot_product_score,
@@ -151,6 +152,22 @@ def test_additive_attention_gradients_reach_every_parameter():
     assert torch.equal(values.grad[1, 4:], torch.zeros(3, 2))  # hidden keys' values get no gradient
 
 
+def test_dot_product_score_is_the_projected_scaled_dot_product_of_torch():
+    torch.manual_seed(0)
+    score = DotProductScore(query_dim=3, key_dim=5, head_dim=4)
+    query, keys = torch.randn(2, 6, 3), torch.randn(2, 7, 5)
+    out = score(query, keys)
+    assert out.shape == (2, 6, 7)
+    W_q, W_k = score.q_proj.weight, score.k_proj.weight  # (D, query_dim), (D, key_dim)
+    for b, t, s in [(0, 0, 0), (1, 5, 6), (0, 3, 2)]:  # (W_q q) · (W_k k) / sqrt(D), pair by pair
+        torch.testing.assert_close(out[b, t, s], (W_q @ query[b, t]) @ (W_k @ keys[b, s]) / 2.0)
+    # Its softmax is the weights torch's fused attention uses: read them out with identity values.
+    mask = padding_mask([7, 3], 7)[:, None, :]  # (B, 1, S)
+    q, k = score.q_proj(query), score.k_proj(keys)  # (B, T, D), (B, S, D)
+    torch_weights = F.scaled_dot_product_attention(q, k, torch.eye(7).expand(2, 7, 7), attn_mask=mask)
+    torch.testing.assert_close(pool_weights(out, mask), torch_weights, **TOL)
+
+
 # --- kernel regression --------------------------------------------------------------------------
 
 
@@ -223,3 +240,5 @@ def test_bad_input_names_the_argument():
         attention_pool(torch.randn(3, 5), v, torch.ones(3, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="keys"):
         AdditiveScore(4, 2, 8)(q, k)
+    with pytest.raises(ValueError, match="query"):
+        DotProductScore(3, 4, 8)(q, k)

@@ -33,8 +33,9 @@ def soft_lookup_explorer(
     """Move a query among the keys and watch the weights and the blended output follow.
 
     The weights are ``softmax(−‖q − k_s‖² / temperature)`` over the keys: a Gaussian kernel, i.e.
-    Nadaraya–Watson kernel regression (1964), the "attention" of notebook 01. Small temperatures
-    approach a hard nearest-key lookup; large ones average every value.
+    Nadaraya–Watson kernel regression (1964), the "attention" of notebook 01, whose bandwidth ``σ`` is
+    ``temperature = 2σ²`` (notebook 01's one convention). Small temperatures approach a hard nearest-key
+    lookup; large ones average every value.
 
     Shapes:
         keys ``(S,)`` or ``(S, 2)`` (then two query sliders); values ``(S,)`` or ``(S, Dv)``.
