@@ -5,10 +5,11 @@ script writes to ``/autograder/results/results.json`` (the format: Gradescope's 
 "Output format"). Here every exercise and concept question becomes one test::
 
     {"name": "Exercise 04.1: ...", "number": "04.1", "score": 1, "max_score": 1, "status": "passed",
-     "output": "matches the reference on 5 random cases", "visibility": "visible", ...}
+     "output": "✔ Exercise 04.1 passed: matches the reference on 5 random cases\n(notebook ...)",
+     "visibility": "visible", ...}
 
-with the check's message and hint as its output (plain text), the notebook's number as a tag, and the total
-as the top-level ``score``. A submission the grader could not place (no notebook number) or read becomes a
+with the line the check shows in the notebook (its message and hint) as its output, the notebook's number
+as a tag, and the total as the top-level ``score``. A submission the grader could not place (no notebook number) or read becomes a
 failed test worth nothing that says why; if the grader itself fails, ``score`` is 0 and ``output`` says so,
 so that Gradescope always has a file to show. The README's "Gradescope" section has the ``setup.sh`` and
 ``run_autograder`` an instructor uploads.
@@ -18,17 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from attn_edu.grading.result import Status
+from attn_edu.grading.result import CheckResult, Status
 
 # When learners see a test: Gradescope's four settings ("Controlling Test Case Visibility").
 VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
 
 
 def _output(result: dict[str, Any], report: dict[str, Any]) -> str:
-    text = f"{result['status'].replace('_', ' ').lower()}: {result['message']}"
-    if result.get("hint"):
-        text += f"\nHint: {result['hint']}"
-    return text + f"\n(notebook {report['path']})"
+    """The line a check shows in the notebook (its message and hint), and the notebook it came from."""
+    line = CheckResult(result["id"], Status(result["status"]), result["message"], result.get("hint", ""))
+    return f"{line!r}\n(notebook {report['path']})"
 
 
 def _test(result: dict[str, Any], report: dict[str, Any], visibility: str) -> dict[str, Any]:
