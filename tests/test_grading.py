@@ -97,6 +97,17 @@ def test_strict_mode_raises_for_anything_but_pass(monkeypatch: pytest.MonkeyPatc
         check("02.3", lambda B, H, T, S, D, Dv: None)
 
 
+def test_strict_argument_overrides_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ATTN_EDU_STRICT", raising=False)
+    with pytest.raises(AssertionError, match="Exercise 02.3"):
+        check("02.3", lambda B, H, T, S, D, Dv: None, strict=True)
+    with pytest.raises(AssertionError, match="Question 04.q2"):
+        check("04.q2", "a", strict=True)
+    assert check("02.3", get_exercise("02.3").reference, strict=True).passed
+    monkeypatch.setenv("ATTN_EDU_STRICT", "1")
+    assert not check("02.3", lambda B, H, T, S, D, Dv: None, strict=False).passed
+
+
 def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTN_EDU_GRADER_CHILD", "1")
 

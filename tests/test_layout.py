@@ -19,7 +19,7 @@ LONG_FILES = {"attn_edu/kernels/triton_flash.py": "reads best whole"}
 
 # The floors of DESIGN.md, lowest first. A module may import its own floor and the floors below it.
 FLOORS = {
-    "support": ["_validate", "source", "env", "report", "hardware", "__init__"],
+    "support": ["_validate", "source", "env", "report", "hardware", "links", "__init__"],
     "core": ["attention", "masks"],
     "blocks": [
         "retrieval",

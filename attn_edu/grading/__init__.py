@@ -40,7 +40,9 @@ The package, from the notebook's side to the instructor's:
 ``protocol.py``           the wire format between the command and its worker, both halves
 ``worker.py``             the sandboxed child process that runs one learner notebook
 ``command.py``            ``python -m attn_edu.grade``: notebooks in, JSON and CSV out
+``gradescope.py``         the command's report as Gradescope's ``results.json`` (``--format gradescope``)
 ``generate.py``           ``python -m attn_edu.exercises build``: ``solutions/`` to ``exercises/``
+``nbgrader.py``           ``python -m attn_edu.grading.nbgrader OUTDIR``: ``solutions/`` to an nbgrader course
 ========================= ================================================================================
 """
 

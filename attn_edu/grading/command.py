@@ -1,4 +1,4 @@
-"""Grade learner notebooks: ``python -m attn_edu.grade PATH... [--json FILE] [--csv FILE]``.
+"""Grade learner notebooks: ``python -m attn_edu.grade PATH... [--json FILE] [--csv FILE] [--format F]``.
 
 PATH is a notebook or a folder of notebooks (one per learner). For each notebook the grader
 
@@ -22,7 +22,9 @@ never runs in the grader's process, so monkeypatching ``torch.allclose``, return
 ``torch.Tensor`` results are sent, as numbers. Unix only (``resource``, ``fork``).
 
 Prints a table per learner and always writes the JSON (``grades.json`` unless ``--json``), and for a
-folder a CSV with one row per learner (``grades.csv`` unless ``--csv``). Exit code: 0 every exercise
+folder a CSV with one row per learner (``grades.csv`` unless ``--csv``). ``--format gradescope`` writes
+the JSON as Gradescope's ``results.json`` instead (``results.json`` unless ``--json``; no CSV unless
+``--csv``): one test per exercise (:mod:`attn_edu.grading.gradescope`). Exit code: 0 every exercise
 passed, 1 some did not, 2 the grader itself failed.
 """
 
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import attn_edu
-from attn_edu.grading import protocol, worker
+from attn_edu.grading import gradescope, protocol, worker
 from attn_edu.grading.exercise import Exercise, Question, make_cases
 from attn_edu.grading.judge import judge, judge_answer, result_for
 from attn_edu.grading.registry import exercises, questions
@@ -270,10 +272,22 @@ def main(argv: list[str] | None = None) -> int:
         "paths", nargs="+", type=Path, metavar="PATH", help="a notebook or a folder of notebooks"
     )
     parser.add_argument(
-        "--json", type=Path, default=Path("grades.json"), help="JSON report (default grades.json)"
+        "--json", type=Path, default=None, help="JSON report (default grades.json, or results.json)"
     )
     parser.add_argument(
         "--csv", type=Path, default=None, help="CSV, one row per learner (default for a folder: grades.csv)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("report", "gradescope"),
+        default="report",
+        help="the JSON: this grader's report (default), or Gradescope's results.json",
+    )
+    parser.add_argument(
+        "--visibility",
+        choices=gradescope.VISIBILITY,
+        default="visible",
+        help="with --format gradescope: when learners see each exercise's test (default visible)",
     )
     parser.add_argument("--notebook", default=None, help="grade every file as notebook NN (e.g. 02)")
     parser.add_argument("--timeout", type=float, default=Limits.exercise_timeout, help="seconds per exercise")
@@ -291,7 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         "submissions": [],
         "error": None,
     }
-    csv_path = args.csv or (Path("grades.csv") if any(p.is_dir() for p in args.paths) else None)
+    for_gradescope = args.format == "gradescope"
+    json_path = args.json or Path("results.json" if for_gradescope else "grades.json")
+    folder = any(p.is_dir() for p in args.paths)
+    csv_path = args.csv or (Path("grades.csv") if folder and not for_gradescope else None)
     try:
         notebooks = find_notebooks(args.paths)
         if not notebooks:
@@ -312,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         document["error"] = f"{type(err).__name__}: {err}"
         code = 2
-    _write_json(args.json, document)
+    if for_gradescope:
+        _write_json(json_path, gradescope.results(document, visibility=args.visibility))
+    else:
+        _write_json(json_path, document)
     if csv_path is not None:
         write_csv(document["submissions"], csv_path)
     return code

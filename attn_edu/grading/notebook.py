@@ -4,7 +4,9 @@ A concept question is checked the same way with its answer in place of the funct
 ``check("03.q1", answer_q1)``, a letter or a number.
 
 ``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
-nbval run uses it, so a solution that stops passing fails the test suite). Inside the grading command's
+nbval run uses it, so a solution that stops passing fails the test suite); ``check(..., strict=True)`` does
+the same for one call (the test cells of the nbgrader release, :mod:`attn_edu.grading.nbgrader`, whose
+points nbgrader gives when the cell runs without an error). Inside the grading command's
 worker process, ``check`` only records the function (:func:`submitted`): the command calls it itself, on
 its own inputs.
 """
@@ -45,13 +47,18 @@ def _find(exercise_id: str) -> Exercise | Question:
 
 
 def check(
-    exercise_id: str, fn: Callable[..., Any], *, timeout: float | None = DEFAULT_TIMEOUT
+    exercise_id: str,
+    fn: Callable[..., Any],
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    strict: bool | None = None,
 ) -> CheckResult:
     """Check ``fn`` against exercise ``exercise_id`` and return the result (shown as one coloured line).
 
     For a concept question (an id like ``"03.q1"``) ``fn`` is the answer: a choice's letter or a number.
-    Never raises, whatever ``fn`` does, unless the environment sets ``ATTN_EDU_STRICT=1``: then any
-    status other than PASS raises ``AssertionError``. ``timeout`` (seconds) bounds the whole check.
+    Never raises, whatever ``fn`` does, unless ``strict=True`` (or, with ``strict`` left at ``None``, the
+    environment sets ``ATTN_EDU_STRICT=1``): then any status other than PASS raises ``AssertionError``
+    with the result's text. ``timeout`` (seconds) bounds the whole check.
 
     Example:
         >>> import torch
@@ -62,6 +69,9 @@ def check(
         >>> from attn_edu.masks import causal_mask
         >>> check("04.1", causal_mask).message  # the package's own answer does not count
         'calls attn_edu.masks.causal_mask from the attn_edu package for T=5, S=5'
+        >>> check("04.1", lambda T, S: torch.ones(T, S, dtype=torch.bool), strict=True)
+        Traceback (most recent call last):
+        AssertionError: ✘ Exercise 04.1 failed: ...
     """
     try:
         exercise = _find(exercise_id)
@@ -69,15 +79,15 @@ def check(
         result = CheckResult(
             str(exercise_id), Status.ERROR, str(err.args[0]), "copy the id from the exercise."
         )
-        return _strict(result)
+        return _strict(result, strict)
     if in_grader_child():  # the grading command calls the function itself, on its own inputs
         _submitted[exercise_id] = fn
         return result_for(exercise, Status.NOT_ATTEMPTED, "recorded for the grading command")
     if isinstance(exercise, Question):
-        return _strict(judge_answer(exercise, decode_answer(encode_answer(fn))))
+        return _strict(judge_answer(exercise, decode_answer(encode_answer(fn))), strict)
     if not callable(fn):
         result = result_for(exercise, Status.ERROR, f"expected a function, got {type(fn).__name__}")
-        return _strict(result)
+        return _strict(result, strict)
     with one_thread():
         cases = make_cases(exercise, seed=0)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -95,11 +105,13 @@ def check(
                 if outcome.kind != "tensor":
                     break
         result = judge(exercise, cases[: len(outcomes)], outcomes)
-    return _strict(result)
+    return _strict(result, strict)
 
 
-def _strict(result: CheckResult) -> CheckResult:
-    if os.environ.get("ATTN_EDU_STRICT") == "1" and not result.passed:
+def _strict(result: CheckResult, strict: bool | None) -> CheckResult:
+    if strict is None:
+        strict = os.environ.get("ATTN_EDU_STRICT") == "1"
+    if strict and not result.passed:
         raise AssertionError(repr(result))
     return result
 
