@@ -45,12 +45,17 @@ def plot_curves(
     logy: bool = False,
     title: str | None = None,
     ax: Axes | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Figure:
     """Line plot of measured curves that share one x axis (variance vs d_k, loss vs step, time vs N).
 
     Each value of ``ys`` is one curve, or several runs of it (e.g. one row per seed). Runs are drawn
     as their median with a band from the lowest to the highest run (``seaborn.lineplot`` with
     ``estimator="median", errorbar=("pi", 100)``), aggregated over the runs at each x (in x order).
+
+    ``styles`` maps some curve names to matplotlib line properties (``color``, ``linestyle``, ``marker``,
+    ...): pair colours by meaning, draw a derived curve dashed over measured markers. A band takes its
+    curve's colour.
 
     Shapes:
         x ``(N,)``; each value of ``ys`` ``(N,)`` or ``(runs, N)``.
@@ -70,6 +75,14 @@ def plot_curves(
         >>> len(fig.axes[0].collections)    # the band
         1
         >>> plt.close(fig)
+
+        A derivation drawn dashed, without markers, over the measured points:
+
+        >>> fig = plot_curves([1, 2, 4], {"measured": [1.0, 2.1, 3.9], "derived": [1, 2, 4]}, xlabel="d_k",
+        ...                   ylabel="Var(q·k)", styles={"derived": {"linestyle": "--", "marker": None}})
+        >>> [line.get_linestyle() for line in fig.axes[0].get_lines()]
+        ['-', '--']
+        >>> plt.close(fig)
     """
     xs, sizes = as_numbers("x", x, "N")
     if not isinstance(ys, Mapping) or not ys:
@@ -83,15 +96,22 @@ def plot_curves(
         for name, y in curves.items():
             if (y <= 0).any():
                 raise ValueError(f"ys[{name!r}]: expected positive values for logy=True, got min {y.min()}")
+    styles = {} if styles is None else styles
+    if not isinstance(styles, Mapping) or not set(map(str, styles)) <= set(curves):
+        unknown = sorted(set(map(str, styles)) - set(curves)) if isinstance(styles, Mapping) else styles
+        raise ValueError(
+            f"styles: expected a dict {{curve name: line properties}} over {list(curves)}, got {unknown}"
+        )
     fig, ax = new_axes(ax, (5.5, 3.5))
     marker = "o" if sizes["N"] <= 20 else None
     for name, y in curves.items():
+        style = {"marker": marker, **{str(k): v for k, v in styles.get(name, {}).items()}}
         if y.ndim == 1:
-            ax.plot(xs, y, marker=marker, label=name)
+            ax.plot(xs, y, label=name, **style)
         else:  # runs: one long table of (x, y) points, aggregated at each x
             runs = y.shape[0]
             sns.lineplot(x=np.tile(xs, runs), y=y.reshape(-1), estimator="median", errorbar=("pi", 100),
-                         marker=marker, label=name, legend=False, ax=ax)  # fmt: skip
+                         label=name, legend=False, ax=ax, **style)  # fmt: skip
     # Scales are set after drawing, so the median of the runs is taken in data space.
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
