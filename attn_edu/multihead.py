@@ -151,7 +151,7 @@ class QKNorm(nn.Module):
         >>> q = 10 * torch.randn(2, 4, 5, 64)          # (B, H, T, D): far from unit variance
         >>> k = torch.randn(2, 1, 7, 64) + 3            # (B, H_kv, S, D): far from mean 0
         >>> q, k = norm(q, k)
-        >>> [round(float(t.var(dim=-1, unbiased=False).mean()), 3) for t in (q, k)]   # each head's coordinates
+        >>> [round(float(t.detach().var(dim=-1, unbiased=False).mean()), 3) for t in (q, k)]   # per head
         [1.0, 1.0]
     """
 

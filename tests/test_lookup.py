@@ -164,3 +164,22 @@ def test_the_first_recorded_entropy_is_that_of_the_initial_model():
 def test_a_scaled_model_learns_the_lookup():
     run = train_lookup(LookupConfig(embed_dim=16, head_dim=64), seed=0, steps=80, batch_size=32, num_pairs=8)
     assert run.final(10)[0] < 0.1 * run.losses[0], f"loss {run.losses[0]:.2f} -> {run.final(10)[0]:.2f}"
+
+
+@pytest.mark.parametrize("window", [1, 3, 10])
+def test_first_step_below_reads_the_running_mean(window):
+    from attn_edu.models.lookup import LookupRun
+
+    g = torch.Generator().manual_seed(0)
+    losses = (torch.linspace(4, 0, 60) + torch.rand(60, generator=g)).tolist()
+    run = LookupRun(losses=losses, entropies=[0.0] * 60, seconds=0.0)
+    padded = torch.tensor(losses).cumsum(0)
+    counts = torch.arange(1, 61).clamp(max=window)
+    running = (padded - torch.cat([torch.zeros(window), padded[:-window]])[:60]) / counts  # windowed means
+    for level in (3.0, 1.0, 0.5, -1.0):
+        below = (running < level).nonzero()
+        expected = int(below[0]) if len(below) else None
+        assert run.first_step_below(level, window=window) == expected
+    assert run.first_step_below(0.5, curve="entropies") == 0
+    with pytest.raises(ValueError, match=r"curve: expected 'losses' or 'entropies'"):
+        run.first_step_below(1.0, curve="loss")

@@ -24,7 +24,6 @@ Shapes:
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -116,11 +115,30 @@ class LookupRun:
 
     losses: list[float]  # cross-entropy of the answer on the step's batch (nats; log V = guessing)
     entropies: list[float]  # mean entropy of the query's attention weights over the S keys (nats)
-    seconds: float  # wall-clock time of the training loop
+    seconds: float  # wall-clock time of the training loop (TrainResult.seconds)
 
     def final(self, window: int = 10) -> tuple[float, float]:
         """Mean loss and mean entropy over the last ``window`` steps."""
         return sum(self.losses[-window:]) / window, sum(self.entropies[-window:]) / window
+
+    def first_step_below(self, level: float, *, curve: str = "losses", window: int = 10) -> int | None:
+        """The first step (0-based) at which the mean of ``curve`` over the last ``window`` steps is below
+        ``level``; ``None`` if it never is. One step's value is noisy; the running mean is not.
+
+        Example:
+            >>> run = LookupRun(losses=[4.0, 3.0, 0.5, 0.1], entropies=[2.0, 1.0, 0.2, 0.0], seconds=0.0)
+            >>> run.first_step_below(1.0, window=2), run.first_step_below(0.5, curve="entropies", window=1)
+            (3, 2)
+        """
+        values = {"losses": self.losses, "entropies": self.entropies}.get(curve)
+        if values is None:
+            raise ValueError(f"curve: expected 'losses' or 'entropies', got {curve!r}")
+        check_positive_int("window", window)
+        for step in range(len(values)):
+            recent = values[max(0, step - window + 1) : step + 1]
+            if sum(recent) / len(recent) < level:
+                return step
+        return None
 
 
 def lookup_loss(model: KeyValueLookup, batch: LookupBatch) -> torch.Tensor:
@@ -180,12 +198,10 @@ def train_lookup(
     try:
         torch.manual_seed(seed)
         model = KeyValueLookup(config)
-        start = time.perf_counter()
         result = train(
             model, batches, steps=steps, lr=lr, seed=seed, progress=False, loss_fn=loss_and_entropy
         )
-        seconds = time.perf_counter() - start
     finally:
         torch.set_flush_denormal(False)
         torch.set_num_threads(previous_threads)
-    return LookupRun(losses=result.losses, entropies=entropies, seconds=seconds)
+    return LookupRun(losses=result.losses, entropies=entropies, seconds=result.seconds)
