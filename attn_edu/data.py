@@ -8,7 +8,9 @@ holding the token wherever the model is scored and ``-100`` elsewhere (the promp
 - modular addition:     ``<bos> a b <sep> (a + b) mod p``, scored on the answer (Power et al., 2022);
 - repeated sequences:   ``x_1 .. x_n x_1 .. x_n``, scored on the second copy after its first token, the
   task on which induction heads appear (Olsson et al., 2022; Elhage et al., 2021); train on
-  :func:`induction_task`, which varies ``n``.
+  :func:`induction_task`, which varies ``n``;
+- key-value lookup:     a table of (key, value) pairs and a key, answered by its value
+  (:func:`key_value_lookup`, a :class:`LookupBatch` rather than a token sequence).
 
 One hand-written set for a real model: :func:`paraphrase_triples`, sentences for a paraphrase test of a
 pretrained sentence encoder (notebook 13).
@@ -249,6 +251,58 @@ def induction_task(
         raise ValueError(f"min_length: expected <= max_length={max_length}, got {min_length}")
     length = int(torch.randint(min_length, max_length + 1, (1,), generator=generator))
     return repeated_sequences(batch_size, length, vocab_size=vocab_size, generator=generator)
+
+
+@dataclass(frozen=True)
+class LookupBatch:
+    """One batch of key-value lookups: a small table per row, a key to look up, and its value."""
+
+    keys: torch.Tensor  # (B, S) key ids, all different within a row
+    values: torch.Tensor  # (B, S) value ids, stored next to the keys
+    query: torch.Tensor  # (B,) one of the row's keys
+    target: torch.Tensor  # (B,) the value stored with it
+
+
+def key_value_lookup(
+    batch_size: int,
+    num_pairs: int,
+    *,
+    num_keys: int,
+    num_values: int,
+    generator: torch.Generator | None = None,
+) -> LookupBatch:
+    """Tables of ``num_pairs`` (key, value) pairs and one key to look up in each: return its value.
+
+    The associative recall task (Graves et al., 2014, section 4.3; Ba et al., 2016, section 4.1): the only
+    way to answer is to find the query among the stored keys by its *content* (positions carry nothing:
+    the pairs are in random order) and read the value next to it. That is attention as a soft database
+    lookup (notebook 01), and it needs sharp attention: a query that spreads its weight over the table
+    reads a blend of values. Keys are drawn without replacement, so each query matches exactly one pair;
+    values are drawn with replacement.
+
+    Shapes:
+        returns keys and values ``(B, S)`` with ``S = num_pairs``, query and target ``(B,)``.
+
+    Example:
+        >>> batch = key_value_lookup(2, 4, num_keys=10, num_values=5, generator=torch.Generator().manual_seed(0))
+        >>> batch.keys.shape, batch.query.shape
+        (torch.Size([2, 4]), torch.Size([2]))
+        >>> row = batch.keys[0].tolist().index(int(batch.query[0]))   # where the query's key is stored
+        >>> int(batch.values[0, row]) == int(batch.target[0])
+        True
+    """
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("num_pairs", num_pairs)
+    check_positive_int("num_keys", num_keys)
+    check_positive_int("num_values", num_values)
+    if num_pairs > num_keys:
+        raise ValueError(f"num_pairs: distinct keys need num_pairs <= num_keys={num_keys}, got {num_pairs}")
+    noise = torch.rand(batch_size, num_keys, generator=generator)  # (B, num_keys)
+    keys = noise.argsort(dim=1)[:, :num_pairs]  # (B, S): a random permutation per row, cut to S keys
+    values = torch.randint(num_values, (batch_size, num_pairs), generator=generator)  # (B, S)
+    row = torch.randint(num_pairs, (batch_size,), generator=generator)  # (B,) which pair is asked for
+    batch = torch.arange(batch_size)
+    return LookupBatch(keys, values, keys[batch, row], values[batch, row])
 
 
 # Sentence triples for a paraphrase test on a real sentence encoder (notebook 13). Written for this course.

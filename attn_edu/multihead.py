@@ -12,6 +12,9 @@ group of ``H / H_kv`` consecutive query heads shares one of them (multi-query at
 is ``H_kv = 1``). Only the key/value projections and the KV cache shrink; the kv heads are repeated just
 before the attention product, so the attention itself is ordinary multi-head attention.
 
+QK-norm (:class:`QKNorm`) normalises each head's queries and keys before their dot product (Dehghani et
+al., 2023, section 2; Wortsman et al., 2023, section 3.1), so that their size cannot grow during training.
+
 Mask polarity: our masks are bool with ``True`` = *may attend* (:mod:`attn_edu.masks`).
 :class:`torch.nn.MultiheadAttention`'s ``attn_mask`` and ``key_padding_mask`` use ``True`` = *ignore*;
 convert with :func:`attn_edu.masks.to_torch_polarity` where the two meet.
@@ -19,6 +22,7 @@ convert with :func:`attn_edu.masks.to_torch_polarity` where the two meet.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -117,6 +121,69 @@ class SupportsKVCache(Protocol):
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+class QKNorm(nn.Module):
+    """Normalise each head's queries and keys over their ``D`` coordinates, before the dot product (QK-norm).
+
+        q ← γ_q ⊙ (q − mean(q)) / √(var(q) + ε),        k ← γ_k ⊙ (k − mean(k)) / √(var(k) + ε)
+
+    ``kind="layer"`` is the LayerNorm of ViT-22B (Dehghani et al., 2023, section 2, "QK normalization": at 8B
+    parameters their attention logits grew until the weights were one-hot and the loss diverged; normalising q
+    and k stopped it; Wortsman et al., 2023, section 3.1, reproduce the instability and the cure in small
+    models). ``kind="rms"`` is the RMSNorm of Qwen 3 and OLMo 2 (no mean subtracted). Either way every
+    coordinate of q and k has unit variance (times the gain) at every step of training, not only at
+    initialisation: the premise of the ``1/sqrt(D)`` argument, enforced. Those models keep the ``1/sqrt(D)``
+    scale as well; QK-norm bounds the scores, it does not shrink them: normalised q and k still give ``q·k``
+    a variance of about ``D``. As in ViT-22B the norms have a gain and no bias, and one gain vector of size
+    ``D`` serves all heads (as in Qwen 3).
+
+    ``gain`` is both gains' initial value. With ``D ** -0.25`` the two gains multiply every score by
+    ``1/sqrt(D)``: a model with ``scale=1.0`` then starts with the scores of the scaled one, and the
+    temperature becomes a learned parameter (notebook 03 trains both).
+
+    Pass it to :class:`MultiHeadAttention` as ``qk_norm=``: it is called as ``q, k = qk_norm(q, k)`` right
+    after the projections, before a rotary embedding and before the KV cache.
+
+    Shapes:
+        q ``(B, H, T, D)``, k ``(B, H_kv, S, D)`` (any leading dims); returns both, same shapes.
+
+    Example:
+        >>> norm = QKNorm(64)
+        >>> q = 10 * torch.randn(2, 4, 5, 64)          # (B, H, T, D): far from unit variance
+        >>> k = torch.randn(2, 1, 7, 64) + 3            # (B, H_kv, S, D): far from mean 0
+        >>> q, k = norm(q, k)
+        >>> [round(float(t.detach().var(dim=-1, unbiased=False).mean()), 3) for t in (q, k)]   # per head
+        [1.0, 1.0]
+    """
+
+    def __init__(self, head_dim: int, *, kind: str = "layer", gain: float = 1.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        check_positive_int("head_dim", head_dim)
+        if kind not in ("layer", "rms"):
+            raise ValueError(f"kind: expected 'layer' (LayerNorm) or 'rms' (RMSNorm), got {kind!r}")
+        if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
+            raise ValueError(f"gain: expected a finite number > 0, got {gain!r}")
+        self.kind = kind
+
+        def norm() -> nn.Module:
+            made = (
+                nn.LayerNorm(head_dim, eps=eps, bias=False)
+                if kind == "layer"
+                else nn.RMSNorm(head_dim, eps=eps)
+            )
+            nn.init.constant_(made.weight, gain)
+            return made
+
+        self.q_norm, self.k_norm = norm(), norm()
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        D = self.q_norm.weight.shape[0]
+        check_floating("q", q)
+        check_floating("k", k)
+        check_shape("q", q, "... D", D=D)
+        check_shape("k", k, "... D", D=D)
+        return self.q_norm(q), self.k_norm(k)  # (..., T, D), (..., S, D)
+
+
 AttentionFn = Callable[..., torch.Tensor]
 
 
@@ -143,6 +210,8 @@ class MultiHeadAttention(nn.Module):
             passed only when a bias is given, so other implementations need not accept it.
         rotary: optional module called as ``q, k = rotary(q, k, offset=offset)`` after the
             projections and before caching, e.g. :class:`attn_edu.rope.RotaryEmbedding`.
+        qk_norm: optional module called as ``q, k = qk_norm(q, k)`` right after the projections (before
+            ``rotary`` and the cache), e.g. :class:`QKNorm`.
         window: optional causal sliding window (Mistral 7B, Jiang et al., 2023, section 2): each query
             sees itself and the ``window - 1`` keys before it, and nothing older
             (:func:`attn_edu.sparse.sliding_window_mask`, applied after the cache has been updated).
@@ -180,6 +249,7 @@ class MultiHeadAttention(nn.Module):
         attention_fn: AttentionFn = scaled_dot_product_attention,
         rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
         window: int | None = None,
+        qk_norm: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -208,6 +278,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias)
         self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias)
         self.out_proj = nn.Linear(self.inner_dim, embed_dim, bias=bias)
+        self.qk_norm = qk_norm  # after the projections: a module here prints and saves after them
 
     def extra_repr(self) -> str:
         return (
@@ -309,6 +380,8 @@ class MultiHeadAttention(nn.Module):
         check_shape("v", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
 
         q = split_heads(self.q_proj(query), H)  # (B, H, T, D)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)  # (B, H, T, D), (B, H_kv, S, D): the new keys only, before caching
         # Positions continue after the cached tokens, so rotate before the keys enter the cache:
         # cached keys already carry their own positions.
         offset = 0 if kv_cache is None else int(kv_cache.seq_len)

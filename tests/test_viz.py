@@ -381,6 +381,21 @@ def test_plot_curves_over_runs_accepts_lists_and_a_single_run():
     np.testing.assert_allclose(row.get_ydata(), [5, 5, 6])
 
 
+def test_plot_curves_styles_pair_colours_and_dash_a_derived_curve():
+    styles = {"derived": {"linestyle": "--", "marker": None, "color": "black"}, "seeds": {"color": "tab:red"}}
+    ys = {"measured": [1.0, 2.1, 3.9], "derived": [1, 2, 4], "seeds": [[1, 2, 3], [2, 3, 4]]}
+    fig = viz.plot_curves([1, 2, 4], ys, xlabel="d_k", ylabel="y", styles=styles)
+    measured, derived, seeds = fig.axes[0].get_lines()
+    assert (measured.get_linestyle(), measured.get_marker()) == ("-", "o")  # unstyled: as before
+    assert (derived.get_linestyle(), derived.get_marker()) == ("--", "None")
+    assert matplotlib.colors.same_color(derived.get_color(), "black")
+    assert matplotlib.colors.same_color(seeds.get_color(), "tab:red")
+    (band,) = fig.axes[0].collections
+    assert matplotlib.colors.same_color(band.get_facecolor()[0][:3], "tab:red")  # the band follows its curve
+    with pytest.raises(ValueError, match=r"styles: expected a dict .* got \['typo'\]"):
+        viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y", styles={"typo": {"color": "red"}})
+
+
 @pytest.mark.parametrize(
     ("x", "ys", "kwargs", "match"),
     [

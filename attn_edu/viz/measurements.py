@@ -54,7 +54,8 @@ def plot_curves(
     ``estimator="median", errorbar=("pi", 100)``), aggregated over the runs at each x (in x order).
     ``styles`` maps a curve's name to matplotlib line settings (``color``, ``linestyle``, ``marker``...),
     e.g. to pair colours by meaning or to dash a derived curve; other curves keep the default cycle.
-    Drawing on the ``ax`` of an earlier call adds curves (over another x range, say) to its figure.
+    A band takes its curve's colour. Drawing on the ``ax`` of an earlier call adds curves (over another
+    x range, say) to its figure.
 
     Shapes:
         x ``(N,)``; each value of ``ys`` ``(N,)`` or ``(runs, N)``.
@@ -74,6 +75,14 @@ def plot_curves(
         >>> len(fig.axes[0].collections)    # the band
         1
         >>> plt.close(fig)
+
+        A derivation drawn dashed, without markers, over the measured points:
+
+        >>> fig = plot_curves([1, 2, 4], {"measured": [1.0, 2.1, 3.9], "derived": [1, 2, 4]}, xlabel="d_k",
+        ...                   ylabel="Var(q·k)", styles={"derived": {"linestyle": "--", "marker": None}})
+        >>> [line.get_linestyle() for line in fig.axes[0].get_lines()]
+        ['-', '--']
+        >>> plt.close(fig)
     """
     xs, sizes = as_numbers("x", x, "N")
     if not isinstance(ys, Mapping) or not ys:
@@ -87,9 +96,12 @@ def plot_curves(
         for name, y in curves.items():
             if (y <= 0).any():
                 raise ValueError(f"ys[{name!r}]: expected positive values for logy=True, got min {y.min()}")
-    styles = dict(styles or {})
-    if set(styles) - set(curves):
-        raise ValueError(f"styles: expected names among the curves {sorted(curves)}, got {sorted(styles)}")
+    styles = {} if styles is None else styles
+    if not isinstance(styles, Mapping) or not set(map(str, styles)) <= set(curves):
+        unknown = sorted(set(map(str, styles)) - set(curves)) if isinstance(styles, Mapping) else styles
+        raise ValueError(
+            f"styles: expected a dict {{curve name: line properties}} over {list(curves)}, got {unknown}"
+        )
     fig, ax = new_axes(ax, (5.5, 3.5))
     for name, y in curves.items():
         style = {"marker": "o" if sizes["N"] <= 20 else None, **styles.get(name, {})}
