@@ -368,7 +368,9 @@ def test_plot_curves_styles_the_named_curves_and_adds_to_a_given_axes():
         "runs",
         "short",
     ]
-    with pytest.raises(ValueError, match=r"styles: expected names among the curves \['a'\]"):
+    with pytest.raises(
+        ValueError, match=r"styles: expected a dict \{curve name: line properties\} over \[.a.\], got \[.b.\]"
+    ):
         viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y", styles={"b": {"color": "red"}})
 
 
