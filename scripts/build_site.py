@@ -14,7 +14,8 @@ so the site is exactly what the committed notebooks hold and builds in seconds. 
   with a note that Colab or Binder makes it move;
 - an "Open in Colab" and a "Launch Binder" button on every page, made from ``attn_edu.links.REPOSITORY``
   (plain links: the badges' pictures would be fetched from their hosts);
-- a notebook named in the text (``exercises/04_masks.ipynb``) links to its page.
+- a notebook named in the text (``exercises/04_masks.ipynb``) links to its page, and a notebook's links
+  (``[notebook 05](05_multi_head.ipynb)``, ``../README.md#...``) reach that page, or the file on GitHub.
 
 The first cell (the Colab install line) and ``# NBVAL_IGNORE_OUTPUT`` markers (for the test suite) are left
 out. ``tests/ui/test_site_in_browser.py`` builds the site and reads every page in Chromium.
@@ -55,7 +56,11 @@ ASSETS = Path(__file__).resolve().with_name("site_assets")
 MATHJAX_FILES = ("es5/tex-svg-full.js", "LICENSE")  # one file: the TeX input, SVG output and its fonts
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-NOTEBOOK_NAME = re.compile(r"<code>((?:[\w.]+/)*(\d\d)_\w+\.ipynb)</code>")
+# A link (its href, then the rest of it), or, outside any link, a notebook's name shown as code.
+LINK_OR_NOTEBOOK_NAME = re.compile(
+    r'<a href="(?P<href>[^"]*)"(?P<rest>[^>]*>.*?</a>)|<code>(?P<named>(?:[\w.]+/)*\d\d_\w+\.ipynb)</code>',
+    re.S,
+)
 
 
 @dataclass(frozen=True)
@@ -139,19 +144,46 @@ class Renderer:
 
     # -- text ----------------------------------------------------------------------------------------------
 
-    def _link_notebooks(self, text: str) -> str:
-        """``<code>exercises/04_masks.ipynb</code>`` -> a link to that notebook's page, when the site has it."""
-        by_name = {Path(p.notebook).name: p for p in self.pages if p.kind == self.page.kind}
+    def _target(self, named: str) -> Page | None:
+        """The page of a notebook named as a path (``exercises/04_masks.ipynb``) or a bare file name."""
         by_path = {p.notebook: p for p in self.pages}
+        by_name = {Path(p.notebook).name: p for p in self.pages if p.kind == self.page.kind}
+        return by_path.get(named) or by_path.get(f"{self.page.kind}/{named}") or by_name.get(named)
+
+    def _href(self, href: str) -> str:
+        """A link written for the notebook's folder, for the page: a notebook's page, or the file on GitHub.
+
+        ``[notebook 05](05_multi_head.ipynb)`` from ``course/04_masks.ipynb`` -> ``../course/05_multi_head.html``;
+        ``../README.md#grading-instructors`` -> the README on GitHub at that heading (the site holds no README).
+        """
+        if re.match(r"^(?:[a-z][a-z0-9+.-]*:|#|/)", href):  # another site, an anchor, or a site path
+            return href
+        path, hash_, fragment = href.partition("#")
+        try:
+            named = (ROOT / self.page.notebook).parent.joinpath(path).resolve().relative_to(ROOT).as_posix()
+        except ValueError:  # outside the repository
+            return href
+        target = self._target(named)
+        if target is not None:
+            return f"../{target.href}{hash_}{fragment}"
+        if (ROOT / named).exists():
+            return f"{links.source_url(named)}{hash_}{fragment}"
+        return href
+
+    def _link_notebooks(self, text: str) -> str:
+        """Links to notebooks and repository files made right for the page (``_href``), and a notebook named in
+        the text (``<code>exercises/04_masks.ipynb</code>``, outside a link) made a link to its page."""
 
         def link(found: re.Match) -> str:
-            named = found.group(1)
-            target = by_path.get(named) or by_path.get(f"{self.page.kind}/{named}") or by_name.get(named)
+            if found.group("href") is not None:
+                href = html.escape(self._href(html.unescape(found.group("href"))))
+                return f'<a href="{href}"{found.group("rest")}'
+            target = self._target(found.group("named"))
             if target is None:
                 return found.group(0)
             return f'<a href="../{target.href}">{found.group(0)}</a>'
 
-        return NOTEBOOK_NAME.sub(link, text)
+        return LINK_OR_NOTEBOOK_NAME.sub(link, text)
 
     def markdown(self, source: str) -> str:
         return self._link_notebooks(markdown2html_mistune(source))
