@@ -337,6 +337,21 @@ def yarn_attention_factor(factor: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
 
 
+def _check_yarn_args(
+    head_dim: int, factor: float, original_max_positions: int, base: float, beta_fast: float, beta_slow: float
+) -> tuple[float, float]:
+    """The arguments both YaRN ramps take, checked; returns ``factor`` and ``base`` as floats."""
+    _check_head_dim("head_dim", head_dim)
+    factor = _check_factor(factor)
+    check_positive_int("original_max_positions", original_max_positions)
+    base = _check_base(base)
+    if not beta_fast > beta_slow > 0:
+        raise ValueError(
+            f"beta_fast, beta_slow: expected beta_fast > beta_slow > 0, got {beta_fast}, {beta_slow}"
+        )
+    return factor, base
+
+
 def yarn_frequencies(
     head_dim: int,
     factor: float,
@@ -369,14 +384,7 @@ def yarn_frequencies(
         >>> bool(inv[0] == theta[0]), bool(torch.isclose(inv[-1], theta[-1] / 4)), round(attention_factor, 4)
         (True, True, 1.1386)
     """
-    _check_head_dim("head_dim", head_dim)
-    factor = _check_factor(factor)
-    check_positive_int("original_max_positions", original_max_positions)
-    base = _check_base(base)
-    if not beta_fast > beta_slow > 0:
-        raise ValueError(
-            f"beta_fast, beta_slow: expected beta_fast > beta_slow > 0, got {beta_fast}, {beta_slow}"
-        )
+    factor, base = _check_yarn_args(head_dim, factor, original_max_positions, base, beta_fast, beta_slow)
 
     def pair_index_with_turns(turns: float) -> float:
         # Solve L · θ_i / (2π) = turns for i, with θ_i = base^(−2i/D).
@@ -426,14 +434,7 @@ def yarn_frequencies_by_turns(
         >>> kept(by_turns), kept(by_index)              # share of θ_8 kept: 23 % vs 62 %
         (0.23, 0.62)
     """
-    _check_head_dim("head_dim", head_dim)
-    factor = _check_factor(factor)
-    check_positive_int("original_max_positions", original_max_positions)
-    base = _check_base(base)
-    if not beta_fast > beta_slow > 0:
-        raise ValueError(
-            f"beta_fast, beta_slow: expected beta_fast > beta_slow > 0, got {beta_fast}, {beta_slow}"
-        )
+    factor, base = _check_yarn_args(head_dim, factor, original_max_positions, base, beta_fast, beta_slow)
     theta = rope_frequencies(head_dim, base=base).double()  # (D/2,)
     turns = original_max_positions * theta / (2 * math.pi)  # (D/2,) r_i
     keep = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)  # (D/2,) γ(r_i): 1 = keep θ_i
