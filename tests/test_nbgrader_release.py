@@ -27,6 +27,9 @@ from attn_edu.grading.registry import exercises, questions
 pytest.importorskip("nbgrader", reason='nbgrader is not installed: pip install -e ".[nbgrader]"')
 from nbgrader.api import Gradebook  # noqa: E402
 
+# nbgrader generates, autogrades and writes feedback in real kernels: about 20 s.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "03_scaling_variance"
 # Exercise 03.3 with the classic slip: 0 · log 0 computed as 0 · -inf = NaN.

@@ -227,6 +227,7 @@ def test_save_and_load_keep_the_model(tmp_path, text: str) -> None:
     assert loaded_tokenizer.chars == tokenizer.chars and read_record(tmp_path)["note"] == "test"
 
 
+@pytest.mark.slow  # trains through the command line
 def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
     assert main(["train", "--model", "llama", "--steps", "1", "--out", str(tmp_path)]) == 0
     record = read_record(tmp_path, name="text_llama")
@@ -236,6 +237,7 @@ def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
     assert "text_llama:" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # trains through the command line
 def test_command_trains_and_reports(tmp_path, capsys) -> None:
     assert main(["train", "--steps", "1", "--out", str(tmp_path)]) == 0
     assert read_record(tmp_path)["command"] == "python -m attn_edu.text_gpt train --steps 1 --seed 0"

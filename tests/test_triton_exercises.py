@@ -200,6 +200,7 @@ def _grade(paths: list[Path], tmp_path: Path) -> dict[str, dict[str, dict]]:
     return {s["learner"]: {r["id"]: r for r in s["exercises"]} for s in document["submissions"]}
 
 
+@pytest.mark.slow  # grades hostile kernels in sandboxes
 def test_the_grader_passes_the_solution_and_survives_hostile_kernels(tmp_path: Path) -> None:
     looping = _with_kernel_body(tmp_path, "looping.ipynb", "while True:\n    pass")
     stray = _with_kernel_body(

@@ -336,6 +336,7 @@ def test_cpu_tensors_without_the_interpreter_are_explained(triton_flash, monkeyp
 
 @pytest.mark.skipif(not triton_available(), reason="triton is not installed")
 @pytest.mark.skipif(RUN_KERNELS_HERE, reason="the kernel tests already run in this process")
+@pytest.mark.slow  # every kernel test in a child process under TRITON_INTERPRET=1
 def test_kernels_in_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     cmd = [

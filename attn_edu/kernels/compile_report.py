@@ -111,6 +111,7 @@ class Compiled:
     tma: int = 0
     error: str = ""
     occupancy: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cached: bool = False  # taken from Triton's cache (compiled by an earlier run), not compiled now
 
     def row(self) -> dict[str, Any]:
         v = self.variant
@@ -121,7 +122,7 @@ class Compiled:
             "static_shared": self.static_shared,
             "dynamic_shared": self.dynamic_shared, "mma_sync": self.mma_sync, "wgmma": self.wgmma,
             "cp_async": self.cp_async, "tma": self.tma, "occupancy": self.occupancy,
-            "seconds": round(self.seconds, 2), "error": self.error,
+            "seconds": round(self.seconds, 2), "cached": self.cached, "error": self.error,
         }  # fmt: skip
 
 
@@ -356,8 +357,6 @@ def compile_variant(variant: Variant, ptx_dir: str | None = None) -> Compiled:
     """Compile one variant for its target (``80``: A100, ``90``: H100/H200) and read what it became."""
     import importlib
 
-    import triton
-    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -370,15 +369,7 @@ def compile_variant(variant: Variant, ptx_dir: str | None = None) -> Compiled:
             fn=fn, signature=variant.signature, constexprs=variant.constexprs, attrs=variant.attrs
         )
         options = {"num_warps": variant.num_warps, "num_stages": variant.num_stages}
-        # ptxas -v prints the spills; Triton prints its log when asked, and only when it runs ptxas (no cache).
-        log = io.StringIO()
-        with knobs.nvidia.scope(), knobs.compilation.scope(), contextlib.redirect_stdout(log):
-            knobs.nvidia.dump_ptxas_log = True
-            knobs.compilation.always_compile = True
-            compiled = triton.compile(source, target=GPUTarget("cuda", target, 32), options=options)
-        spills = SPILL_RE.search(log.getvalue())
-        if spills is None:
-            raise RuntimeError(f"ptxas printed no spill line:\n{log.getvalue()[-2000:]}")
+        compiled, spills, result.cached = _compile_or_reuse(source, GPUTarget("cuda", target, 32), options)
         result.spill_stores, result.spill_loads = map(int, spills.groups())
         for name, value in {
             **resource_usage(compiled.asm["cubin"]),
@@ -400,6 +391,39 @@ def compile_variant(variant: Variant, ptx_dir: str | None = None) -> Compiled:
         result.error = f"{type(error).__name__}: {error}".strip()[:2000]
     result.seconds = time.perf_counter() - start
     return result
+
+
+# Beside each kernel in Triton's cache: the spill line of the ptxas run that built it.
+SPILLS_FILE = "ptxas-spills.txt"
+
+
+def _compile_or_reuse(source: Any, target: Any, options: dict[str, int]) -> tuple[Any, re.Match, bool]:
+    """Compile ``source`` for ``target``, or take it from Triton's cache: ``(kernel, spill line, cached)``.
+
+    ``ptxas -v`` prints the spills, and Triton prints that log (when asked) only when it runs ptxas, that is,
+    on a cache miss. So a fresh compile stores its spill line in the kernel's cache folder, and a cache hit
+    reads it back; a kernel cached without that line (by a plain launch) is compiled again. Triton's cache
+    folder is ``TRITON_CACHE_DIR`` (``make`` puts it in ``build/triton-cache``), else ``~/.triton/cache``.
+    """
+    import triton
+    from triton import knobs
+    from triton.runtime.cache import get_cache_manager
+
+    for always in (False, True):
+        log = io.StringIO()
+        with knobs.nvidia.scope(), knobs.compilation.scope(), contextlib.redirect_stdout(log):
+            knobs.nvidia.dump_ptxas_log = True
+            knobs.compilation.always_compile = always
+            compiled = triton.compile(source, target=target, options=options)
+        cache = get_cache_manager(compiled.hash)
+        spills = SPILL_RE.search(log.getvalue())
+        if spills is not None:  # ptxas ran: a fresh compile
+            cache.put(spills.group(0), SPILLS_FILE, binary=False)
+            return compiled, spills, False
+        saved = cache.get_file(SPILLS_FILE)
+        if saved is not None and (spills := SPILL_RE.search(Path(saved).read_text())) is not None:
+            return compiled, spills, True
+    raise RuntimeError(f"ptxas printed no spill line:\n{log.getvalue()[-2000:]}")
 
 
 def _compile_star(job: tuple[Variant, str | None]) -> Compiled:
@@ -530,8 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     import triton
 
+    reused = sum(r.cached for r in results)
     print(f"Triton {triton.__version__}: {len(variants)} kernel variants for {len(args.targets)} targets, "
-          f"compiled ahead of time in {seconds:.1f} s (no GPU needed)\n")  # fmt: skip
+          f"compiled ahead of time in {seconds:.1f} s (no GPU needed; {reused} from Triton's cache)\n")  # fmt: skip
     print(table(results))
     rows = roofline()
     print("\nRoofline, bf16, D = 128, FlashAttention-2's shapes (16k tokens per batch, 16 heads):\n")

@@ -42,11 +42,14 @@ from pathlib import Path
 import pytest
 from stored_outputs import cpu_settings, key, output_differences, sha256
 
+from tests.notebook_order import longest_first
+
 pytestmark = pytest.mark.ui
 
 # ATTN_EDU_UI_NOTEBOOKS=folder tests another folder of notebooks (read by conftest.py too).
 COURSE = Path(os.environ.get("ATTN_EDU_UI_NOTEBOOKS") or Path(__file__).resolve().parents[2] / "course")
-NOTEBOOKS = sorted(COURSE.glob("*.ipynb"))
+# Longest first (by the run time stored in each notebook), so that the workers finish together.
+NOTEBOOKS = longest_first(sorted(COURSE.glob("*.ipynb")))
 CONTROL_KINDS = ("slider", "dropdown", "checkbox")
 OPEN_TIMEOUT_MS = 90_000  # load JupyterLab, open the notebook, start its kernel
 RUN_ALL_TIMEOUT_MS = 240_000  # every notebook runs in well under a minute on two cores
