@@ -267,7 +267,7 @@ def test_the_induction_heads_attention_depends_on_layer_0(runs):
         )
 
 
-# ----------------------------------------------------------------------------- section 7: pruning
+# ---------------------------------------------------- going deeper: pruning heads in four orders
 
 
 def test_greedy_pruning_beats_a_fixed_ranking_and_looks_lose(runs):
@@ -288,7 +288,7 @@ def test_whether_the_fixed_ranking_beats_random_depends_on_the_seed(runs):
     assert len(set(beats_random.values())) == 2, beats_random
 
 
-# ----------------------------------------------------------------------------- section 12: circuits
+# --------------------------------- going deeper: the induction circuit, read from the weights
 
 
 def test_k_composition_from_the_weights_ranks_the_previous_token_heads(runs):

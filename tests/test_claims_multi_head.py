@@ -8,7 +8,7 @@ previous-token score 0.74-0.86 (chance 0.16); the loss of a single step first fa
 73-116 steps, the mean of 10 steps after 119-134; layer 1's best induction score on the held-out repeats first
 passes 0.5 at step 105-135, within 14 steps of that mean, after 0.23-0.32 forty steps before it and before
 0.79-0.94 forty steps after it; layer 0's best previous-token score is 0.93-0.98 on the queries of the first
-copy, and the four heads' mean on the second copy is 0.48-0.55 times their mean on the first; ablating all
+copy, and the four heads' mean on the second copy is 0.47-0.55 times their mean on the first; ablating all
 layer-1 heads adds 3.9-4.1 nats while their single ablations add up to 0.20-0.50. The same figures come out
 natively and under ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE.
 """
