@@ -1,5 +1,6 @@
 """The package's layout keeps its promises: floors only use the floors below, no private name crosses a
-module border, no module grows past 600 lines, and importing the grader or a model pulls in nothing it
+module border, no library module grows past 600 lines (a check module past 800), and importing the grader or a
+model pulls in nothing it
 must not (DESIGN.md, "Layers")."""
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attn_edu"
 MAX_LINES = 600
+# A check module (attn_edu/grading/checks/) holds one notebook's exercises: its length is content (cases, the
+# named mistakes and their hints, a property per exercise), not logic, and it grows with the notebook. It is cut
+# by notebook, not by size; the cap only catches a module that has become two notebooks' worth.
+MAX_CHECK_LINES = 800
+CHECKS = PACKAGE / "grading" / "checks"
 # Files allowed to be longer, each with the reason its docstring gives.
 LONG_FILES = {"attn_edu/kernels/triton_flash.py": "reads best whole"}
 
@@ -166,9 +172,11 @@ def test_no_module_is_over_600_lines_without_a_reason() -> None:
     for path in _modules():
         lines = len(path.read_text(encoding="utf-8").splitlines())
         rel = str(path.relative_to(ROOT))
-        if lines > MAX_LINES:
+        if lines > (MAX_CHECK_LINES if path.parent == CHECKS else MAX_LINES):
             long[rel] = lines
-    assert set(long) <= set(LONG_FILES), f"over {MAX_LINES} lines: {long}"
+    assert set(long) <= set(LONG_FILES), (
+        f"over {MAX_LINES} lines ({MAX_CHECK_LINES} for a check module): {long}"
+    )
     for rel, reason in LONG_FILES.items():
         docstring = ast.get_docstring(ast.parse((ROOT / rel).read_text(encoding="utf-8"))) or ""
         assert reason in docstring, f"{rel}: its docstring should say why it is long ({reason!r})"

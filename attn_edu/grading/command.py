@@ -50,7 +50,7 @@ from typing import Any
 import attn_edu
 from attn_edu.grading import gradescope, protocol, worker
 from attn_edu.grading.exercise import Exercise, Question, make_cases
-from attn_edu.grading.judge import judge, judge_answer, result_for
+from attn_edu.grading.judge import judge, judge_answer, reference_outputs, result_for
 from attn_edu.grading.registry import exercises, questions
 from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
@@ -166,6 +166,8 @@ def grade_notebook(
         report["error"] = f"cannot tell which exercises {path.name} holds (use --notebook NN)"
         return report
     cases = {e.exercise_id: make_cases(e, seed) for e in chosen}
+    # each reference runs once: its outputs size the worker's replies and then judge them
+    expected = {e.exercise_id: reference_outputs(e, cases[e.exercise_id]) for e in chosen}
     request = {
         "notebook": str(path.resolve()),
         "memory_bytes": limits.memory_mb * 2**20,
@@ -177,10 +179,8 @@ def grade_notebook(
                 "function": e.function_name,
                 "cases": [
                     # room for a wrong shape to be reported as numbers, not for a memory bomb
-                    protocol.encode_case(
-                        c.args, c.kwargs, 4 * e.reference(*c.args, **c.kwargs).numel() + 1024
-                    )
-                    for c in cases[e.exercise_id]
+                    protocol.encode_case(c.args, c.kwargs, 4 * out.numel() + 1024)
+                    for c, out in zip(cases[e.exercise_id], expected[e.exercise_id], strict=True)
                 ],
             }
             for e in chosen
@@ -201,7 +201,10 @@ def grade_notebook(
         elif outcomes is None:
             result = _process_failure(exercise, process, limits)
         else:
-            result = judge(exercise, cases[exercise.exercise_id][: len(outcomes)], outcomes)
+            n = len(outcomes)
+            result = judge(
+                exercise, cases[exercise.exercise_id][:n], outcomes, expected[exercise.exercise_id][:n]
+            )
         results.append({"title": exercise.title, **result.to_dict()})
     for question in asked:
         answer = parsed["answers"].get(question.exercise_id)

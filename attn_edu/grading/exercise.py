@@ -2,8 +2,8 @@
 and :class:`Question` for a concept question (a choice or a number, no code).
 
 A check module (``attn_edu/grading/checks/<concept>.py``) builds its exercises from these records and lists
-them in its ``EXERCISES`` tuple (and its questions in ``QUESTIONS``); :mod:`attn_edu.grading.registry`
-collects the tuples. The records hold plain functions and data, so judging them needs nothing from the
+them in its ``EXERCISES`` tuple; the notebook's concept questions sit beside it, in the ``QUESTIONS`` tuple of
+``attn_edu/grading/questions/<concept>.py``. :mod:`attn_edu.grading.registry` collects the tuples. The records hold plain functions and data, so judging them needs nothing from the
 learner's process.
 """
 

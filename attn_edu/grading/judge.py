@@ -104,11 +104,22 @@ def first_hint(exercise: Exercise | Question) -> str:
     return exercise.hints[0] if exercise.hints else ""
 
 
+def reference_outputs(exercise: Exercise, cases: Sequence[Case]) -> list[torch.Tensor]:
+    """What the exercise's reference returns on each case (the grading command computes these once, to size
+    the worker's replies and to judge them)."""
+    return [exercise.reference(*c.args, **c.kwargs) for c in cases]
+
+
 def _compare(
-    exercise: Exercise, cases: Sequence[Case], outs: Sequence[torch.Tensor], group: str
+    exercise: Exercise,
+    cases: Sequence[Case],
+    outs: Sequence[torch.Tensor],
+    group: str,
+    expected: Sequence[torch.Tensor] | None = None,
 ) -> tuple[str, str] | None:
     """Shape, dtype, NaN/inf and values of one group of cases: ``(message, hint)`` at the first failure."""
-    expected = [exercise.reference(*c.args, **c.kwargs) for c in cases]
+    if expected is None:
+        expected = reference_outputs(exercise, cases)
 
     def mistake() -> str | None:  # only worth the work once something is wrong
         return _recognise(exercise, cases, outs, expected) if group == "values" else None
@@ -148,8 +159,19 @@ def _violation(
     return None
 
 
-def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
-    """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`."""
+def judge(
+    exercise: Exercise,
+    cases: Sequence[Case],
+    outcomes: Sequence[Outcome],
+    expected: Sequence[torch.Tensor] | None = None,
+) -> CheckResult:
+    """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`.
+
+    ``expected``: the reference's outputs on ``cases`` (:func:`reference_outputs`), when they are already
+    known; else each is computed where it is needed.
+    """
+    if expected is not None and len(expected) != len(cases):
+        raise ValueError(f"expected: one reference output per case ({len(cases)}), got {len(expected)}")
     for case, outcome in zip(cases, outcomes, strict=True):
         where = describe_case(exercise, case)
         if outcome.kind == "not_implemented":
@@ -179,12 +201,14 @@ def judge(exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]
             return result_for(exercise, Status.FAIL, message, "return the tensor itself, not a wrapper.")
     groups = ["values"] + [p.name for p in exercise.properties]
     for group in groups:
-        chosen = [(c, o.tensor) for c, o in zip(cases, outcomes) if c.group == group]
+        members = [i for i, c in enumerate(cases) if c.group == group]
+        chosen = [(cases[i], outcomes[i].tensor) for i in members]
         prop = next((p for p in exercise.properties if p.name == group), None)
         if prop is not None and prop.holds is not None:
             failure = _violation(exercise, prop, chosen)
         else:
-            failure = _compare(exercise, [c for c, _ in chosen], [t for _, t in chosen], group)
+            known = None if expected is None else [expected[i] for i in members]
+            failure = _compare(exercise, [c for c, _ in chosen], [t for _, t in chosen], group, known)
         if failure is None:
             continue
         message, hint = failure

@@ -14,17 +14,15 @@ its own inputs.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
-from attn_edu.grading.bounds import bounds_checked
 from attn_edu.grading.exercise import Exercise, Question, make_cases
 from attn_edu.grading.judge import judge, judge_answer, result_for
-from attn_edu.grading.protocol import Outcome, decode_answer, encode_answer
+from attn_edu.grading.protocol import decode_answer, encode_answer
 from attn_edu.grading.registry import get_exercise, get_question
 from attn_edu.grading.result import CheckResult, Hint, Status
-from attn_edu.grading.run import in_grader_child, kernel_device, one_thread, run_case
+from attn_edu.grading.run import in_grader_child, kernel_device, one_thread, run_cases
 
 DEFAULT_TIMEOUT = 10.0  # seconds per exercise inside check(); the grading command sets its own
 
@@ -90,20 +88,8 @@ def check(
         return _strict(result, strict)
     with one_thread():
         cases = make_cases(exercise, seed=0)
-        deadline = None if timeout is None else time.monotonic() + timeout
         device = kernel_device() if exercise.kind == "triton" else "cpu"  # a GPU runs a kernel compiled
-        outcomes = []
-        with (
-            bounds_checked()
-        ):  # in Triton's interpreter a store without its mask would hit the notebook's memory
-            for case in cases:
-                left = None if deadline is None else max(deadline - time.monotonic(), 1e-3)
-                outcome = run_case(fn, case, left, device)
-                if outcome.kind == "timeout" and timeout is not None:
-                    outcome = Outcome("timeout", detail=f"{timeout:g} s")
-                outcomes.append(outcome)
-                if outcome.kind != "tensor":
-                    break
+        outcomes = run_cases(fn, cases, timeout, device)
         result = judge(exercise, cases[: len(outcomes)], outcomes)
     return _strict(result, strict)
 

@@ -13,7 +13,7 @@ The command writes a **request** (one JSON file) and the worker appends **events
   ``{"event": "exercise", "id", "missing": true}``, and ``{"event": "done"}``;
 - an outcome: ``{"kind": "tensor", "dtype", "shape", "data"}``, ``{"kind": "oversized", "dtype", "shape"}``,
   or ``{"kind": <failure>, "detail"}`` for ``wrong_type``, ``not_implemented``, ``error``, ``timeout`` and
-  ``shortcut`` (:func:`encode_result`, :func:`failure`).
+  ``shortcut`` (:func:`encode_outcome`, :func:`failure`).
 
 Values cross as plain JSON numbers: a tensor is its dtype, its shape and its elements, with ``"nan"``,
 ``"inf"`` and ``"-inf"`` as strings. The command trusts nothing that comes back: :func:`read_events`
@@ -22,7 +22,7 @@ allowed, finite floats) and turns it into an :class:`Outcome`.
 
 Example:
     >>> import torch
-    >>> raw = encode_result(torch.tensor([1.0, float("nan")]), max_elements=8)
+    >>> raw = encode_outcome(outcome_of(torch.tensor([1.0, float("nan")])), max_elements=8)
     >>> raw
     {'kind': 'tensor', 'dtype': 'float32', 'shape': [2], 'data': [1.0, 'nan']}
     >>> decode_outcome(raw, max_elements=8).tensor
@@ -124,20 +124,19 @@ def failure(kind: str, detail: object) -> dict[str, Any]:
     return {"kind": kind, "detail": clip(detail)}
 
 
-def encode_result(value: object, max_elements: int) -> dict[str, Any]:
-    """The learner's return value as plain data; only an exact ``torch.Tensor`` is sent as numbers."""
-    if type(value) is not torch.Tensor:
-        name = type(value).__name__
-        if isinstance(value, torch.Tensor):
-            name = f"a subclass of torch.Tensor ({name})"
-        return failure("wrong_type", name)
+def encode_outcome(outcome: Outcome, max_elements: int) -> dict[str, Any]:
+    """An :class:`Outcome` (:func:`outcome_of` decided what counts as a tensor) as plain data: a tensor's
+    numbers when it has at most ``max_elements`` and a dtype the command reads, else why not."""
+    if outcome.kind != "tensor" or outcome.tensor is None:
+        return failure(outcome.kind, outcome.detail)
+    value = outcome.tensor
     dtype = str(value.dtype).removeprefix("torch.")
     if dtype not in DTYPES:
         return failure("wrong_type", f"a torch.Tensor of dtype {dtype}")
     shape = list(value.shape)
     if value.numel() > max_elements:
         return {"kind": "oversized", "dtype": dtype, "shape": shape}
-    flat = value.detach().cpu().reshape(-1)
+    flat = value.reshape(-1)
     if dtype in FLOAT_DTYPES:
         data = [x if x == x and abs(x) != float("inf") else repr(x) for x in flat.double().tolist()]
     else:

@@ -1,8 +1,9 @@
-"""Every exercise, by id: collected from an explicit list of check modules, one per notebook.
+"""Every exercise and concept question, by id: collected from explicit lists of modules, one per notebook.
 
-Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES`` and its concept
-questions in ``QUESTIONS``; nothing is registered as a side effect of importing. A new notebook's exercises go into a new check module, which is
-added to :data:`CHECK_MODULES` below.
+Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES``; the module of the
+same name in :mod:`attn_edu.grading.questions` lists the notebook's concept questions in ``QUESTIONS``.
+Nothing is registered as a side effect of importing. A new notebook's exercises go into a new check module
+and its questions into a new questions module, added to :data:`CHECK_MODULES` and :data:`QUESTION_MODULES`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from attn_edu.grading.checks import (
     blocks,
     efficient,
     flash,
-    gpt2,
     interp,
     kv_cache,
-    kv_memory,
     masks,
     multihead,
     positional,
@@ -30,6 +29,20 @@ from attn_edu.grading.checks import (
     triton_kernels,
 )
 from attn_edu.grading.exercise import Exercise, Question
+from attn_edu.grading.questions import architectures as architectures_questions
+from attn_edu.grading.questions import attention as attention_questions
+from attn_edu.grading.questions import blocks as blocks_questions
+from attn_edu.grading.questions import efficient as efficient_questions
+from attn_edu.grading.questions import flash as flash_questions
+from attn_edu.grading.questions import interp as interp_questions
+from attn_edu.grading.questions import kv_cache as kv_cache_questions
+from attn_edu.grading.questions import masks as masks_questions
+from attn_edu.grading.questions import multihead as multihead_questions
+from attn_edu.grading.questions import positional as positional_questions
+from attn_edu.grading.questions import retrieval as retrieval_questions
+from attn_edu.grading.questions import rope as rope_questions
+from attn_edu.grading.questions import scaling as scaling_questions
+from attn_edu.grading.questions import start as start_questions
 
 CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (the demonstration) ... 13.*
     start,
@@ -41,14 +54,29 @@ CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (th
     positional,
     rope,
     blocks,
-    gpt2,
     architectures,
     kv_cache,
-    kv_memory,
     efficient,
     flash,
     triton_kernels,
     interp,
+)
+
+QUESTION_MODULES: tuple[ModuleType, ...] = (  # in course order: 00.q1 (the demonstration) ... 13.q*
+    start_questions,
+    retrieval_questions,
+    attention_questions,
+    scaling_questions,
+    masks_questions,
+    multihead_questions,
+    positional_questions,
+    rope_questions,
+    blocks_questions,
+    architectures_questions,
+    kv_cache_questions,
+    efficient_questions,
+    flash_questions,
+    interp_questions,
 )
 
 
@@ -65,7 +93,7 @@ def collect(modules: tuple[ModuleType, ...], kind: str = "EXERCISES") -> dict[st
 
 
 _EXERCISES: dict[str, Exercise] = collect(CHECK_MODULES)
-_QUESTIONS: dict[str, Question] = collect(CHECK_MODULES, "QUESTIONS")
+_QUESTIONS: dict[str, Question] = collect(QUESTION_MODULES, "QUESTIONS")
 
 
 def exercises() -> dict[str, Exercise]:

@@ -2,8 +2,9 @@
 
 :func:`run_case` calls the function on one :class:`~attn_edu.grading.exercise.Case` and turns whatever
 happens (a tensor, an exception, a timeout, a call into ``attn_edu``) into an
-:class:`~attn_edu.grading.protocol.Outcome`. The notebook's :func:`~attn_edu.grading.check` and the
-grading command's worker process both run learner code through this module.
+:class:`~attn_edu.grading.protocol.Outcome`; :func:`run_cases` runs an exercise's cases under one time budget.
+The notebook's :func:`~attn_edu.grading.check` and the grading command's worker process both run learner
+code through :func:`run_cases`, and only through it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import torch
 
+from attn_edu.grading.bounds import bounds_checked
 from attn_edu.grading.exercise import Case
 from attn_edu.grading.protocol import Outcome, outcome_of
 
@@ -202,3 +204,26 @@ def run_case(fn: Callable[..., Any], case: Case, timeout: float | None, device: 
         else:
             outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
     return shortcut_outcome(called) or outcome
+
+
+def run_cases(
+    fn: Callable[..., Any], cases: Sequence[Case], budget: float | None, device: str = "cpu"
+) -> list[Outcome]:
+    """Run ``fn`` on ``cases`` in order (:func:`run_case`), all of them within ``budget`` seconds, and stop at
+    the first case that gives no tensor: the outcomes so far.
+
+    A Triton kernel's stray load or store is reported, not let loose on memory (:func:`bounds_checked`). A
+    timeout says ``budget``, not the part of it that was left for the last case. ``budget=None``: no limit.
+    """
+    deadline = None if budget is None else time.monotonic() + budget
+    outcomes: list[Outcome] = []
+    with bounds_checked():
+        for case in cases:
+            left = None if deadline is None else max(deadline - time.monotonic(), 1e-3)
+            outcome = run_case(fn, case, left, device)
+            if outcome.kind == "timeout" and budget is not None:
+                outcome = Outcome("timeout", detail=f"{budget:g} s")
+            outcomes.append(outcome)
+            if outcome.kind != "tensor":
+                break
+    return outcomes

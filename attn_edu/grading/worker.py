@@ -10,8 +10,9 @@ for a fresh torch import), one process per notebook, never reused. The process
    stdin is ``/dev/null``, so ``input()`` raises ``EOFError``);
 3. runs the notebook's code cells in order in one namespace, each under a time limit, like "Run all"
    in Jupyter (IPython syntax such as ``%pip`` is translated; magics and ``!`` commands are skipped);
-4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit,
-   and reads each concept question's answer (the value passed to ``check()``, else the variable);
+4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit
+   (:func:`attn_edu.grading.run.run_cases`, as ``check()`` does in a notebook), and reads each concept
+   question's answer (the value passed to ``check()``, else the variable);
 5. writes one JSON line per event to the results file as it goes, so what was graded before a crash survives.
 
 Nothing here decides PASS or FAIL: the grader reads the numbers back, checks them against a strict
@@ -26,15 +27,14 @@ import json
 import os
 import resource
 import sys
-import time
 from typing import Any
 
 import torch
 
 from attn_edu.grading import protocol
-from attn_edu.grading.bounds import bounds_checked
+from attn_edu.grading.exercise import Case
 from attn_edu.grading.notebook import submitted
-from attn_edu.grading.run import ExerciseTimeout, learner_error, shortcut_outcome, time_limit, watch_shortcuts
+from attn_edu.grading.run import ExerciseTimeout, run_cases, time_limit
 
 
 def _limit_resources(memory_bytes: int) -> None:
@@ -90,25 +90,6 @@ def _translate(source: str) -> str:
     except ImportError:  # plain Python without IPython: only pure-Python cells run
         return source
     return TransformerManager().transform_cell(source)
-
-
-def _call(fn: Any, case: dict[str, Any], seconds: float) -> dict[str, Any]:
-    args, kwargs, max_elements = protocol.decode_case(case)
-    called: list[str] = []
-    try:
-        with time_limit(seconds), watch_shortcuts() as called:
-            value = fn(*args, **kwargs)
-        result = protocol.encode_result(value, max_elements)
-    except ExerciseTimeout:
-        result = protocol.failure("timeout", f"{seconds:g} s")
-    except BaseException as raised:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, MemoryError: all the learner's
-        err = learner_error(raised)
-        if isinstance(err, NotImplementedError):
-            result = protocol.failure("not_implemented", err)
-        else:
-            result = protocol.failure("error", f"{type(err).__name__}: {err}")
-    shortcut = shortcut_outcome(called)  # a call into the package outranks whatever came of it
-    return result if shortcut is None else protocol.failure("shortcut", shortcut.detail)
 
 
 _MISSING = object()
@@ -195,16 +176,13 @@ def run(request_path: str, results_path: str, workdir: str) -> None:
             detail = f"{exercise['function']} is a {type(fn).__name__}, not a function"
             emit(protocol.exercise_event(exercise["id"], [protocol.failure("error", detail)]))
             continue
-        outcomes = []
-        deadline = time.monotonic() + request["exercise_timeout"]  # one budget for all the cases
-        with bounds_checked():  # a Triton kernel's stray store is reported, not let loose on memory
-            for case in exercise["cases"]:
-                outcomes.append(_call(fn, case, max(deadline - time.monotonic(), 1e-3)))
-                if outcomes[-1]["kind"] != "tensor":
-                    break
-        if outcomes and outcomes[-1]["kind"] == "timeout":
-            outcomes[-1]["detail"] = f"{request['exercise_timeout']:g} s"
-        emit(protocol.exercise_event(exercise["id"], outcomes))
+        decoded = [protocol.decode_case(case) for case in exercise["cases"]]
+        cases = [Case(tuple(args), kwargs) for args, kwargs, _ in decoded]
+        outcomes = run_cases(
+            fn, cases, request["exercise_timeout"]
+        )  # the notebook's check() runs them so too
+        encoded = [protocol.encode_outcome(o, limit) for o, (_, _, limit) in zip(outcomes, decoded)]
+        emit(protocol.exercise_event(exercise["id"], encoded))
     for question in request.get("questions", []):
         emit(_answer(question, namespace, request["exercise_timeout"]))
     emit(protocol.done_event())

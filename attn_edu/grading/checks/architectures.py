@@ -10,7 +10,8 @@ by position.
 - 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`;
 - 09.6 (a measurement) the loss at each position, against :func:`attn_edu.objectives.mlm_loss` on each column,
   and checked without it: weighted by the scored targets, its mean is ``F.cross_entropy`` over every token;
-(09.5, a tiny GPT-2's logits from Hugging Face's weights, is in :mod:`attn_edu.grading.checks.gpt2`.)
+09.5 builds a tiny GPT-2's logits from Hugging Face's weights, from the block of 08.5
+(:mod:`attn_edu.grading.checks.blocks`), against transformers' GPT2LMHeadModel.
 
 The known-wrong versions are the usual slips: masking ``[CLS]``, always using ``[MASK]``, scoring every
 position; no shift or a shift the wrong way; sentinels counting up or one per token; a tied head counted
@@ -22,8 +23,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
-from attn_edu.models import GPTConfig
+from attn_edu.grading.checks.blocks import (
+    GPT2_NORM_EPS,
+    gpt2_block_state,
+    gpt2_block_variant,
+    gpt2_block_weights,
+)
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import (
     IGNORE_INDEX,
     causal_lm_loss,
@@ -513,78 +520,127 @@ LOSS_BY_POSITION = Exercise(
 )
 
 
-EXERCISES = (MLM, CLM, SPANS, COUNT, LOSS_BY_POSITION)
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Concept questions
+# 09.5 a tiny GPT-2 forward pass from Hugging Face's weights (build and verify against GPT2LMHeadModel)
 
-MASKED_COUNT = Question(
-    exercise_id="09.q1",
-    title="the expected number of [MASK] tokens BERT's rule puts into 1,000 plain tokens",
-    answer=120,
-    explanation=(
-        "a plain token is picked with probability 0.15, and a picked token becomes [MASK] with probability "
-        "0.8: 1000 · 0.15 · 0.8 = 120. About 15 more become random tokens and 15 stay as they were, and all "
-        "150 picked positions are scored."
-    ),
-    wrong=(
-        (150, "150 is the expected number of picked tokens; only 80% of the picked ones become [MASK]."),
-        (800, "the 80% applies to the picked tokens, not to every token: first pick 15%."),
-    ),
-    hints=("two probabilities in a row: a token is picked, then a picked token is masked.",),
-    minutes=2,
-)
+GPT2_LAYER_ARGS = (
+    "ln_1_weight", "ln_1_bias", "attn_c_attn_weight", "attn_c_attn_bias", "attn_c_proj_weight", "attn_c_proj_bias",
+    "ln_2_weight", "ln_2_bias", "mlp_c_fc_weight", "mlp_c_fc_bias", "mlp_c_proj_weight", "mlp_c_proj_bias",
+)  # fmt: skip
 
-SPAN_LENGTH = Question(
-    exercise_id="09.q2",
-    title="the length of T5's encoder input when 30 of 200 tokens are hidden in 10 spans",
-    answer=180,
-    explanation=(
-        "the 170 clean tokens stay and each of the 10 spans is replaced by one sentinel: 200 - 30 + 10 = 180. "
-        "The decoder's target holds the 30 hidden tokens, each span behind its sentinel: 40 tokens, far "
-        "fewer predictions than one per position."
-    ),
-    wrong=(
-        (170, "the hidden tokens go, but each span leaves one sentinel in its place."),
-        (200, "one sentinel per hidden token would keep the length; T5 puts one sentinel per span."),
-        (40, "40 is the length of the decoder's target; the question asks for the encoder's input."),
-    ),
-    hints=("which tokens stay in the encoder input, and how many sentinels are added to them?",),
-    minutes=3,
-)
 
-CROSS_ATTENTION_READS = Question(
-    exercise_id="09.q3",
-    title="which decoder positions of a T5 change when only the last source token changes",
-    choices=(
-        "none: the decoder is causal, so it cannot see the end of the source",
-        "only the last decoder position",
-        "every decoder position: cross-attention lets each output position read every real source token",
-        "only the decoder positions at or after the index of the changed source token",
-    ),
-    answer="c",
-    explanation=(
-        "the causal mask sits on the decoder's *self*-attention, over output tokens; cross-attention has "
-        "only the source's padding mask, and the encoder is bidirectional, so a changed source token reaches "
-        "every decoder position."
-    ),
-    wrong=(
+def _gpt2_model_case(g: torch.Generator, B: int, T: int, V: int, P: int, C: int, L: int, H: int) -> Case:
+    layers = [gpt2_block_weights(g, C, 4 * C) for _ in range(L)]
+    stacked = tuple(torch.stack(parts) for parts in zip(*layers, strict=True))  # each (L, ...)
+    return Case(
         (
-            "a",
-            "the causal mask hides later *output* tokens; the source is read through cross-attention, "
-            "which has no causal mask.",
+            torch.randint(0, V, (B, T), generator=g),  # input_ids (B, T)
+            torch.randn(V, C, generator=g),  # wte_weight (V, C), also the tied lm_head
+            0.5 * torch.randn(P, C, generator=g),  # wpe_weight (P, C), P >= T
+            *stacked,
+            1.0 + 0.5 * torch.randn(C, generator=g),  # ln_f_weight (C,)
+            0.5 * torch.randn(C, generator=g),  # ln_f_bias (C,)
+            H,
+        )
+    )
+
+
+def _gpt2_model_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _gpt2_model_case(g, 2, 5, 37, 11, 12, 2, 3),  # B, T, V, P, C, L, H
+        _gpt2_model_case(g, 1, 7, 29, 7, 15, 1, 5),  # one layer; T = P, every position used
+        _gpt2_model_case(g, 3, 6, 41, 13, 10, 3, 2),  # three layers
+        _gpt2_model_case(g, 2, 4, 23, 9, 18, 2, 3),
+    ]
+
+
+def _split_gpt2_args(args: tuple) -> tuple:
+    input_ids, wte, wpe, *rest = args
+    *stacked, ln_f_w, ln_f_b, num_heads = rest
+    return input_ids, wte, wpe, stacked, ln_f_w, ln_f_b, int(num_heads)
+
+
+def _gpt2_model_reference(*args: torch.Tensor | int) -> torch.Tensor:
+    """The library's :class:`attn_edu.models.GPT` with the weights copied in, block by block."""
+    input_ids, wte, wpe, stacked, ln_f_w, ln_f_b, num_heads = _split_gpt2_args(args)
+    (V, C), P, L = wte.shape, wpe.shape[0], stacked[0].shape[0]
+    config = GPTConfig(
+        vocab_size=V, max_seq_len=P, embed_dim=C, num_layers=L, num_heads=num_heads,
+        ffn_dim=stacked[8].shape[-1], norm_eps=GPT2_NORM_EPS,
+    )  # fmt: skip
+    state = {
+        "token_embedding.weight": wte, "lm_head.weight": wte,  # tied: one (V, C) matrix
+        "position_embedding.embedding.weight": wpe,
+        "final_norm.weight": ln_f_w, "final_norm.bias": ln_f_b,
+    }  # fmt: skip
+    for i in range(L):
+        block = gpt2_block_state(*(t[i] for t in stacked))
+        state |= {f"blocks.{i}.{name}": t for name, t in block.items()}
+    model = GPT(config)
+    model.load_state_dict(state)
+    return model.eval()(input_ids).detach()  # (B, T, V)
+
+
+def _gpt2_model_variant(*args, positions=True, final_norm=True, **block_slip):  # noqa: ANN001, ANN202
+    """The forward pass with one piece swapped for a wrong one (the known mistakes below)."""
+    input_ids, wte, wpe, stacked, ln_f_w, ln_f_b, num_heads = _split_gpt2_args(args)
+    T = input_ids.shape[1]
+    x = wte[input_ids] + (wpe[:T] if positions else 0.0)  # (B, T, C)
+    for i in range(stacked[0].shape[0]):
+        x = gpt2_block_variant(x, *(t[i] for t in stacked), num_heads, **block_slip)  # (B, T, C)
+    if final_norm:
+        x = F.layer_norm(x, (x.shape[-1],), ln_f_w, ln_f_b, GPT2_NORM_EPS)  # (B, T, C)
+    return x @ wte.T  # (B, T, V)
+
+
+GPT2_MODEL = Exercise(
+    exercise_id="09.5",
+    kind="build",
+    title="a tiny GPT-2 to logits from Hugging Face's weights: embeddings, L blocks, ln_f, tied lm_head",
+    function_name="gpt2_logits",
+    arg_names=(
+        "input_ids",
+        "wte_weight",
+        "wpe_weight",
+        *GPT2_LAYER_ARGS,
+        "ln_f_weight",
+        "ln_f_bias",
+        "num_heads",
+    ),
+    reference=_gpt2_model_reference,
+    make_cases=_gpt2_model_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _gpt2_model_variant(*a, positions=False),
+            "the position embeddings are missing: GPT-2's input is wte[input_ids] + wpe[positions], with "
+            "positions 0 .. T - 1; without them the model cannot tell the order of the tokens.",
         ),
-        ("b", "which mask would hide the source from the first decoder position? Cross-attention has none."),
-        (
-            "d",
-            "source and output positions are not aligned: every decoder query attends over the whole "
-            "encoder output.",
+        Mistake(
+            lambda *a: _gpt2_model_variant(*a, final_norm=False),
+            "the final LayerNorm is missing: GPT-2 normalises the stream once more after the last block "
+            "(ln_f, Radford et al., 2019, §2.3) before the lm_head.",
+        ),
+        Mistake(
+            lambda *a: _gpt2_model_variant(*a, causal=False),
+            "the blocks have no causal mask: each token may attend only to itself and the tokens before it.",
+        ),
+        Mistake(
+            lambda *a: _gpt2_model_variant(*a, gelu="none"),
+            "the MLP uses the exact (erf) GELU; GPT-2's 'gelu_new' is the tanh approximation, "
+            'F.gelu(h, approximate="tanh").',
         ),
     ),
-    hints=("list the three kinds of attention layer in a T5 and the mask each one uses.",),
-    difficulty=2,
-    minutes=3,
+    hints=(
+        "three stages: embed (a token row plus a position row per token), run the L blocks in order, then "
+        "ln_f and the tied head. Layer i's tensors are the i-th slices of the stacked ones.",
+        "each block is Exercise 08.5's: pre-norm, causal, Conv1D weights (in, out), the tanh GELU. The position "
+        "rows are the first T rows of wpe_weight.",
+        "the lm_head has no weight of its own: it reuses wte_weight, (V, C), so the logits of a normalised "
+        "stream (B, T, C) come from a product with its transpose.",
+    ),
+    difficulty=3,
+    minutes=25,
 )
 
-QUESTIONS = (MASKED_COUNT, SPAN_LENGTH, CROSS_ATTENTION_READS)
+
+EXERCISES = (MLM, CLM, SPANS, COUNT, GPT2_MODEL, LOSS_BY_POSITION)

@@ -14,7 +14,7 @@ import math
 import torch
 
 from attn_edu import attention
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -392,71 +392,3 @@ CROSS = Exercise(
 
 
 EXERCISES = (WEIGHTS, SDPA, FLOPS, CROSS)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Concept questions
-
-WEIGHTS_MEMORY = Question(
-    exercise_id="02.q1",
-    title="the memory of one layer's attention weights for B = 2, H = 12, n = 2048 in float32",
-    answer=384,
-    explanation=(
-        "every sequence and every head has its own n × n matrix: 2 · 12 · 2048² = 100,663,296 weights, 4 bytes "
-        "each, 402,653,184 bytes = 384 MiB. Doubling n would make it 1.5 GiB: the n² of section 8."
-    ),
-    wrong=(
-        (32, "that is one head's matrices; each of the 12 heads has its own n × n weights."),
-        (192, "that is one sequence; each of the B = 2 sequences in the batch has its own weights."),
-        (96, "96 Mi is the number of weights; each float32 takes 4 bytes."),
-        (0.1875, "the weight matrix has one entry per (query, key) pair: n², not n."),
-    ),
-    tolerance=0.5,
-    hints=(
-        "how many (query, key) pairs does one head of one sequence score? Then count the heads and sequences.",
-        "multiply the number of weights by 4 bytes and divide by 2²⁰ bytes per MiB.",
-    ),
-    minutes=3,
-)
-
-REPEATED_TOKEN = Question(
-    exercise_id="02.q2",
-    title="the self-attention outputs of two copies of one word, without positions",
-    choices=(
-        "they are identical: equal inputs give equal queries, scores, weights and outputs",
-        "they differ, because the second copy comes later in the sentence",
-        "they differ, because each token puts the most weight on itself",
-        "they are identical only when W_Q = W_K",
-    ),
-    answer="a",
-    explanation=(
-        "attention sees the sentence as a set: the two copies have the same row of X, hence the same query, "
-        "the same scores against every key, the same weights and the same weighted sum of the values. Only "
-        "the positional encodings of notebook 06 make them differ."
-    ),
-    wrong=(
-        (
-            "b",
-            "where a token sits appears nowhere in Q K^T / sqrt(D): X holds the word's embedding and nothing "
-            "about its position.",
-        ),
-        (
-            "c",
-            "nothing makes a query favour its own key, and even if it did, the two copies' keys are equal "
-            "too: each copy's row of scores is the same.",
-        ),
-        (
-            "d",
-            "the two copies share their query whatever W_Q and W_K are; tying the maps makes the score matrix "
-            "symmetric, a different property.",
-        ),
-    ),
-    hints=(
-        "follow one row of X through the formula: query, scores against all keys, softmax, weighted sum. "
-        "Where could the position of the token come in?",
-    ),
-    difficulty=1,
-    minutes=2,
-)
-
-QUESTIONS = (WEIGHTS_MEMORY, REPEATED_TOKEN)

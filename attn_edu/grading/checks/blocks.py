@@ -1,6 +1,7 @@
 """Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN, and 08.6,
 a measurement: the length at which a block's T² FLOPs overtake the rest, verified by PyTorch's FlopCounterMode
-on a real block (the GPT-2 block of exercise 08.5 is in :mod:`attn_edu.grading.checks.gpt2`).
+on a real block; and 08.5, a GPT-2 block built from Hugging Face's weights and verified against transformers'
+GPT2Block (its helpers serve 09.5 too, in :mod:`attn_edu.grading.checks.architectures`).
 
 Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
 counts, inputs far from zero mean and unit scale) and compares it with :mod:`attn_edu.blocks`. The
@@ -18,16 +19,18 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from attn_edu import masks
 from attn_edu._validate import check_positive_int
 from attn_edu.blocks import (
     FeedForward,
     PostNormEncoderBlock,
+    PreNormDecoderBlock,
     PreNormEncoderBlock,
     RMSNorm,
     SwiGLUFeedForward,
     block_flops,
 )
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -509,91 +512,190 @@ CROSSOVER = Exercise(
 )
 
 
-EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU, CROSSOVER)
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Concept questions
+# 08.5 a GPT-2 block from Hugging Face's weights (build and verify against transformers' GPT2Block)
 
-SWIGLU_WIDTH = Question(
-    exercise_id="08.q1",
-    title="the SwiGLU hidden width with the weights of a 4C FFN, for C = 768 and no biases",
-    answer=2048,
-    explanation=(
-        "the two-matrix FFN holds 2 · C · 4C = 8C² weights; SwiGLU's three C × h matrices hold 3Ch. Equal "
-        "counts give h = 8C/3 = 2048 for C = 768: the gate is paid for with a narrower hidden layer."
-    ),
-    wrong=(
-        (
-            3072,
-            "3072 = 4C is the width of the two-matrix FFN; SwiGLU has three C × hidden matrices, so the same "
-            "budget buys a narrower hidden layer.",
+GPT2_NORM_EPS = 1e-5  # GPT2Config.layer_norm_epsilon
+
+
+def gpt2_block_weights(g: torch.Generator, C: int, hidden: int) -> tuple[torch.Tensor, ...]:
+    """A GPT-2 block's twelve tensors in Hugging Face's order and layout (``Conv1D`` weights are (in, out))."""
+
+    def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
+        return scale * torch.randn(*shape, generator=g)
+
+    return (
+        1.0 + rand(C, scale=0.5),  # ln_1.weight (C,): not all ones, so a forgotten norm shows
+        rand(C, scale=0.5),  # ln_1.bias (C,)
+        rand(C, 3 * C, scale=C**-0.5),  # attn.c_attn.weight (C, 3C): q | k | v side by side
+        rand(3 * C, scale=0.5),  # attn.c_attn.bias (3C,)
+        rand(C, C, scale=C**-0.5),  # attn.c_proj.weight (C, C)
+        rand(C, scale=0.5),  # attn.c_proj.bias (C,)
+        1.0 + rand(C, scale=0.5),  # ln_2.weight (C,)
+        rand(C, scale=0.5),  # ln_2.bias (C,)
+        rand(C, hidden, scale=C**-0.5),  # mlp.c_fc.weight (C, hidden)
+        rand(hidden, scale=0.5),  # mlp.c_fc.bias (hidden,)
+        rand(hidden, C, scale=hidden**-0.5),  # mlp.c_proj.weight (hidden, C)
+        rand(C, scale=0.5),  # mlp.c_proj.bias (C,)
+    )
+
+
+def _gpt2_block_cases(g: torch.Generator) -> list[Case]:
+    def x(B: int, T: int, C: int) -> torch.Tensor:
+        return 2.0 * torch.randn(B, T, C, generator=g) + 0.5  # not zero-mean, not unit-scale
+
+    return [
+        Case((x(2, 5, 12), *gpt2_block_weights(g, 12, 48), 3)),  # D = 4, hidden = 4C as in GPT-2
+        Case((x(1, 7, 15), *gpt2_block_weights(g, 15, 60), 5)),  # D = 3
+        Case((x(3, 6, 21), *gpt2_block_weights(g, 21, 40), 7)),  # D = 3, hidden not 4C
+        Case((x(2, 4, 10), *gpt2_block_weights(g, 10, 40), 2)),  # D = 5
+        Case((x(1, 9, 18), *gpt2_block_weights(g, 18, 72), 3)),  # D = 6
+    ]
+
+
+def gpt2_block_state(*weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The state dict of the library's GPT-2 block (:class:`attn_edu.blocks.PreNormDecoderBlock`) from
+    Hugging Face's twelve tensors, mapped as :func:`attn_edu.interop.gpt_from_hf` maps them: each Conv1D
+    weight transposed to nn.Linear's (out, in), and c_attn cut into q, k and v."""
+    ln_1_w, ln_1_b, c_attn_w, c_attn_b, c_proj_w, c_proj_b, ln_2_w, ln_2_b, fc_w, fc_b, proj_w, proj_b = (
+        weights
+    )
+    C = ln_1_w.shape[0]
+    q_w, k_w, v_w = c_attn_w.T.split(C, dim=0)  # 3 x (C, C), nn.Linear layout
+    q_b, k_b, v_b = c_attn_b.split(C)  # 3 x (C,)
+    return {
+        "attn_norm.weight": ln_1_w, "attn_norm.bias": ln_1_b,
+        "attn.q_proj.weight": q_w, "attn.q_proj.bias": q_b,
+        "attn.k_proj.weight": k_w, "attn.k_proj.bias": k_b,
+        "attn.v_proj.weight": v_w, "attn.v_proj.bias": v_b,
+        "attn.out_proj.weight": c_proj_w.T, "attn.out_proj.bias": c_proj_b,
+        "ffn_norm.weight": ln_2_w, "ffn_norm.bias": ln_2_b,
+        "ffn.up_proj.weight": fc_w.T, "ffn.up_proj.bias": fc_b,
+        "ffn.down_proj.weight": proj_w.T, "ffn.down_proj.bias": proj_b,
+    }  # fmt: skip
+
+
+def _gpt2_block_reference(x: torch.Tensor, *args: torch.Tensor | int) -> torch.Tensor:
+    """The library's GPT-2 block with Hugging Face's weights copied in (:func:`gpt2_block_state`)."""
+    *weights, num_heads = args
+    C, hidden = weights[8].shape  # mlp.c_fc.weight (C, hidden)
+    block = PreNormDecoderBlock(
+        MultiHeadAttention(C, int(num_heads)),
+        FeedForward(C, hidden, activation="gelu_tanh"),
+        nn.LayerNorm(C, eps=GPT2_NORM_EPS),
+        nn.LayerNorm(C, eps=GPT2_NORM_EPS),
+    )
+    block.load_state_dict(gpt2_block_state(*weights))
+    return block.eval()(x).detach()  # (B, T, C)
+
+
+def gpt2_block_variant(
+    x, ln_1_w, ln_1_b, c_attn_w, c_attn_b, c_proj_w, c_proj_b, ln_2_w, ln_2_b, fc_w, fc_b, proj_w, proj_b,
+    num_heads, *, causal=True, gelu="tanh", proj_transposed=False, scale_dim=None, split_by_reshape=False,
+    pre_norm=True,
+):  # fmt: skip
+    """The GPT-2 block with one piece swapped for a wrong one (the known mistakes below)."""
+    B, T, C = x.shape
+    H = num_heads
+    D = C // H
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        if split_by_reshape:
+            return t.reshape(B, H, T, D)  # tokens and channels mixed
+        return t.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+
+    def attention(h: torch.Tensor) -> torch.Tensor:
+        q, k, v = (h @ c_attn_w + c_attn_b).split(C, dim=-1)  # 3 x (B, T, C)
+        q, k, v = heads(q), heads(k), heads(v)  # (B, H, T, D)
+        scores = (
+            q @ k.transpose(-2, -1) / (D if scale_dim is None else scale_dim(C, D)) ** 0.5
+        )  # (B, H, T, T)
+        if causal:
+            scores = scores.masked_fill(~masks.causal_mask(T), float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+        merged = out.reshape(B, T, C) if split_by_reshape else out.transpose(1, 2).reshape(B, T, C)
+        return merged @ (c_proj_w.T if proj_transposed else c_proj_w) + c_proj_b  # (B, T, C)
+
+    def mlp(h: torch.Tensor) -> torch.Tensor:
+        act = nn.functional.gelu(h @ fc_w + fc_b, approximate=gelu)  # (B, T, hidden)
+        return act @ proj_w + proj_b  # (B, T, C)
+
+    def ln(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return nn.functional.layer_norm(h, (C,), w, b, GPT2_NORM_EPS)
+
+    if pre_norm:
+        x = x + attention(ln(x, ln_1_w, ln_1_b))
+        return x + mlp(ln(x, ln_2_w, ln_2_b))  # (B, T, C)
+    x = ln(x + attention(x), ln_1_w, ln_1_b)
+    return ln(x + mlp(x), ln_2_w, ln_2_b)  # (B, T, C)
+
+
+GPT2_BLOCK = Exercise(
+    exercise_id="08.5",
+    kind="build",
+    title="a whole GPT-2 block from Hugging Face's weights: pre-norm, causal, tanh GELU, Conv1D (in, out) layout",
+    function_name="gpt2_block",
+    arg_names=(
+        "x",
+        "ln_1_weight",
+        "ln_1_bias",
+        "attn_c_attn_weight",
+        "attn_c_attn_bias",
+        "attn_c_proj_weight",
+        "attn_c_proj_bias",
+        "ln_2_weight",
+        "ln_2_bias",
+        "mlp_c_fc_weight",
+        "mlp_c_fc_bias",
+        "mlp_c_proj_weight",
+        "mlp_c_proj_bias",
+        "num_heads",
+    ),  # fmt: skip
+    reference=_gpt2_block_reference,
+    make_cases=_gpt2_block_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, causal=False),
+            "there is no causal mask: GPT-2 is a decoder, so token t may attend only to tokens 0 .. t. Set "
+            "the scores of future keys to -inf before the softmax.",
         ),
-        (
-            1536,
-            "set the counts equal: 3 · C · h for SwiGLU against 2 · C · 4C for the ReLU FFN, then solve for h.",
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, gelu="none"),
+            "the FFN uses the exact (erf) GELU; GPT-2's activation, 'gelu_new', is the tanh approximation: "
+            'F.gelu(h, approximate="tanh"). The two differ by up to about 1e-3.',
+        ),
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, proj_transposed=True),
+            "attn.c_proj.weight is used transposed: GPT-2's Conv1D stores its weight as (in, out), so a "
+            "projection is h @ weight + bias, with no .T (the opposite of nn.Linear).",
+        ),
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, scale_dim=lambda C, D: C),
+            "the scores are divided by sqrt(C), the model width; each head compares D = C / num_heads "
+            "numbers, so divide by sqrt(D).",
+        ),
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, split_by_reshape=True),
+            "the heads are split by a plain reshape to (B, H, T, D), which cuts tokens instead of channels: "
+            "view(B, T, H, D).transpose(1, 2), and the reverse to merge them.",
+        ),
+        Mistake(
+            lambda *a: gpt2_block_variant(*a, pre_norm=False),
+            "the norms come after the residual sums (post-norm, as in GPT-1 and BERT); GPT-2 normalises the "
+            "input of each sub-layer: x + attn(ln_1(x)), then x + mlp(ln_2(x)).",
         ),
     ),
     hints=(
-        "count the weights of each FFN as a function of C and its hidden width (up, down; gate, up, down), "
-        "then set the two counts equal.",
+        "GPT-2's Conv1D weights are (in, out): a projection is h @ weight + bias. c_attn makes q, k and v at "
+        "once, side by side in its 3C outputs, in that order.",
+        "the attention sub-layer: LayerNorm with ln_1 (eps 1e-5), c_attn, cut into q | k | v, split each into "
+        "heads, causal softmax of q kᵀ / sqrt(D), merge the heads, c_proj, and add to x.",
+        "the MLP sub-layer reads the updated x: LayerNorm with ln_2, c_fc, the tanh GELU "
+        '(F.gelu with approximate="tanh"), mlp c_proj, and add to x once more.',
     ),
-    minutes=3,
+    difficulty=3,
+    minutes=25,
 )
 
-ZERO_SUBLAYERS = Question(
-    exercise_id="08.q2",
-    title="what a stack of blocks computes when every sub-layer's last projection is zero",
-    choices=(
-        "both stacks, pre-norm and post-norm, return their input unchanged",
-        "the pre-norm stack returns its input unchanged; the post-norm stack returns it normalised",
-        "the post-norm stack returns its input unchanged; the pre-norm stack returns it normalised",
-        "both stacks return zeros, since every sub-layer outputs zeros",
-    ),
-    answer="b",
-    explanation=(
-        "with out_proj and down_proj at zero (weights and biases) each sub-layer outputs 0. Pre-norm then "
-        "computes x + 0 = x in every step, so the whole stack is the identity; post-norm computes norm(x + 0), "
-        "so the stack still applies LayerNorm after LayerNorm. Only the pre-norm skip path is a clean identity."
-    ),
-    wrong=(
-        (
-            "a",
-            "write out one post-norm step with a zero sub-layer: attn_norm(x + 0) is a LayerNorm of x, "
-            "not x.",
-        ),
-        (
-            "c",
-            "in pre-norm the norm only feeds the sub-layer, whose output is 0 here; the skip path carries x "
-            "itself. Which arrangement puts the norm on the skip path?",
-        ),
-        ("d", "the sub-layers output zeros, but each is added to the residual stream x, which is not zero."),
-    ),
-    hints=(
-        "set attn(...) = ffn(...) = 0 in the two formulas, x + attn(attn_norm(x)) and attn_norm(x + attn(x)).",
-    ),
-    difficulty=2,
-    minutes=3,
-)
 
-MIXING_FLOPS = Question(
-    exercise_id="08.q3",
-    title="attention's token-mixing FLOPs divided by an RNN's, at n = 1024 and d = 128",
-    answer=8,
-    explanation=(
-        "attention mixes tokens in 4n²d FLOPs, an RNN in 4nd²: the ratio is n/d = 1024/128 = 8. More "
-        "arithmetic once n > d, but in a few large matrix products that run in parallel, where the RNN's n "
-        "steps must run one after another."
-    ),
-    wrong=(
-        (64, "that squares the ratio: 4n²d and 4nd² differ by a single factor of n/d."),
-        (
-            0.125,
-            "that is the RNN's count over attention's; the question asks how many times more attention does.",
-        ),
-    ),
-    hints=("take the two counts from the notebook, 4n²d for attention and 4nd² for the RNN, and divide.",),
-    minutes=2,
-)
-
-QUESTIONS = (SWIGLU_WIDTH, ZERO_SUBLAYERS, MIXING_FLOPS)
+EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU, GPT2_BLOCK, CROSSOVER)

@@ -12,7 +12,8 @@ a :class:`attn_edu.kv_cache.KVCacheLayer` holding the given cache; each case's c
 real prefix, so the step must equal the last row of the causal forward over all ``S + 1`` tokens. Its
 known-wrong versions: the new token left out of the cache, a top-left causal mask that lets the one query see
 key 0 only, the scale ``1/sqrt(C)``, and weights used untransposed.
-(10.6, the cached length at which the cache outweighs the model, is in :mod:`attn_edu.grading.checks.kv_memory`.)
+10.6 measures the cached length at which the cache takes as much memory as the model's weights: its property fills a
+real :class:`attn_edu.kv_cache.KVCache` and counts the bytes of a tiny :class:`attn_edu.models.GPT`'s parameters.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import math
 import torch
 
 from attn_edu.generation import top_k_filter, top_p_filter
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
-from attn_edu.kv_cache import MODEL_SHAPES, KVCacheLayer, kv_cache_bytes
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.kv_cache import MODEL_SHAPES, KVCache, KVCacheLayer, kv_cache_bytes
+from attn_edu.models import GPT, GPTConfig
 from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
+from attn_edu.params import count_parameters
 
 # ---------------------------------------------------------------------------------------------------------
 # 10.1 append new keys (or values) to a layer's cache
@@ -445,111 +448,142 @@ DECODE_STEP = Exercise(
 )
 
 
-EXERCISES = (APPEND, BYTES, TOP_K, TOP_P, DECODE_STEP)
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Concept questions
+# 10.6 when the cache outweighs the weights (measure)
 
-CACHE_OF_LLAMA_3 = Question(
-    exercise_id="10.q1",
-    title="the KV cache of Llama-3-8B for one sequence of 8,192 tokens in bfloat16, in GiB",
-    answer=1.0,
-    explanation=(
-        "32 layers × 8 kv heads × 8,192 tokens × 128 dims × 2 (K and V) × 2 bytes = 2^30 bytes, exactly "
-        "1 GiB: 128 KiB per token. The 32 query heads do not enter the formula; only the 8 kv heads are stored."
-    ),
-    wrong=(
-        (0.5, "that is only the keys (or only the values): each layer stores both, a factor 2."),
-        (
-            4.0,
-            "4 GiB counts the 32 query heads; under GQA the cache holds only the 8 key/value heads.",
+_OVERTAKE_NAMES = ("num_layers", "num_kv_heads", "head_dim", "num_params", "batch_size", "bytes_per_number")
+DTYPES = {1: torch.int8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}  # a cache's number formats
+
+# Parameters of the two named models, as attn_edu.params.llama_parameter_count counts them from their configs.
+LLAMA_2_7B_PARAMS, LLAMA_3_8B_PARAMS = 6_738_415_616, 8_030_261_248
+
+
+def measured_cache_bytes(
+    num_layers: int, num_kv_heads: int, head_dim: int, batch_size: int, dtype: torch.dtype, seq_len: int
+) -> int:
+    """Bytes of the key and value tensors a :class:`KVCache` holds after a prompt of ``seq_len`` tokens,
+    added up as ``numel · element_size`` over every layer's tensors."""
+    cache = KVCache(num_layers)
+    for layer in cache.layers if seq_len > 0 else []:
+        k = torch.zeros(batch_size, num_kv_heads, seq_len, head_dim, dtype=dtype)  # (B, H_kv, S, D)
+        layer.update(k, torch.zeros_like(k))
+    tensors = [t for layer in cache.layers for t in (layer.k, layer.v) if t is not None]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _overtake_holds(case: Case, output: torch.Tensor) -> str | None:
+    num_layers, num_kv_heads, head_dim, num_params, batch_size, nbytes = case.args
+    S = int(output.reshape(()))
+    if not 1 <= S <= 100_000:
+        return f"the answer S = {S} is not a cache length from 1 to 100,000, where these cases cross"
+    dtype = DTYPES[nbytes]
+    weights = num_params * torch.empty((), dtype=dtype).element_size()  # every parameter in that format
+    for s, too_soon in ((S, False), (S - 1, True)):  # as large at S, and not yet at S - 1
+        cache = measured_cache_bytes(num_layers, num_kv_heads, head_dim, batch_size, dtype, s)
+        if (cache >= weights) == too_soon:
+            verdict = f"already as many, so S = {S} is not the smallest" if too_soon else "fewer"
+            return (
+                f"at S = {s} a real KVCache holds {cache:,} bytes of keys and values, the weights' "
+                f"{num_params:,} parameters {weights:,} bytes ({dtype}): {verdict}"
+            )
+    return None
+
+
+def _overtake_reference(num_layers, num_kv_heads, head_dim, num_params, batch_size, bytes_per_number):
+    per_token = kv_cache_bytes(
+        num_layers=num_layers,
+        num_kv_heads=num_kv_heads,
+        seq_len=1,
+        head_dim=head_dim,
+        batch_size=batch_size,
+        dtype_bytes=bytes_per_number,
+    )  # bytes of one more cached token, K and V in every layer, for the whole batch
+    weights = num_params * bytes_per_number
+    return torch.tensor(-(-weights // per_token))  # ceil: the first S with S · per_token >= weights
+
+
+def _overtake_variant(L, H_kv, D, P, B, nbytes, *, kv=2, batch=True, weight_bytes=True, tie=False):
+    per_token = L * kv * H_kv * D * (B if batch else 1) * nbytes  # bytes
+    weights = P * (nbytes if weight_bytes else 1)
+    return torch.tensor(weights // per_token + 1 if tie else -(-weights // per_token))
+
+
+def _tiny_gpt(num_layers: int, num_heads: int, head_dim: int) -> int:
+    """The parameters of a tiny GPT whose cache has these layers, heads and head size (built on meta)."""
+    C = num_heads * head_dim
+    with torch.device("meta"):
+        return count_parameters(GPT(GPTConfig(40, 16, C, num_layers, num_heads, 4 * C)))
+
+
+def _overtake_cases(g: torch.Generator) -> list[Case]:
+    def rand(low: int, high: int) -> int:
+        return int(torch.randint(low, high, (1,), generator=g))
+
+    def tie(L: int, H_kv: int, D: int, B: int, nbytes: int) -> Case:  # weights = exactly k tokens of cache
+        return Case((L, H_kv, D, rand(3, 900) * 2 * L * H_kv * D * B, B, nbytes))
+
+    llama_2, llama_3 = MODEL_SHAPES["Llama-2-7B"], MODEL_SHAPES["Llama-3-8B"]
+    L, H, D = (rand(1, 4), rand(1, 4), rand(2, 5))
+    return [
+        Case((llama_2["num_layers"], llama_2["num_kv_heads"], llama_2["head_dim"], LLAMA_2_7B_PARAMS, 1, 2)),
+        Case((llama_2["num_layers"], llama_2["num_kv_heads"], llama_2["head_dim"], LLAMA_2_7B_PARAMS, 16, 2)),
+        Case((llama_3["num_layers"], llama_3["num_kv_heads"], llama_3["head_dim"], LLAMA_3_8B_PARAMS, 1, 2)),
+        tie(rand(1, 9), rand(1, 9), rand(3, 70), rand(1, 9), 4),
+        tie(rand(1, 9), rand(1, 9), rand(3, 70), rand(2, 9), 2),
+        Case((rand(1, 9), rand(1, 9), rand(3, 70), rand(10**4, 10**7), rand(1, 9), 1)),
+        Case((L, H, D, _tiny_gpt(L, H, D), rand(1, 4), 4), group="measured on a real KVCache"),
+        Case((2, 3, 2, _tiny_gpt(2, 3, 2), 1, 2), group="measured on a real KVCache"),
+    ]
+
+
+OVERTAKE = Exercise(
+    exercise_id="10.6",
+    title="the cached length S at which the KV cache takes as many bytes as the model's weights",
+    function_name="cache_overtakes_weights",
+    arg_names=_OVERTAKE_NAMES,
+    reference=_overtake_reference,
+    make_cases=_overtake_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _overtake_variant(*a, kv=1),
+            "that counts the keys only; each layer caches a key *and* a value per token and head: a factor 2.",
         ),
-        (
-            2.0,
-            "twice too much: bfloat16 takes 2 bytes per number, not 4 (or the 32 query heads were used "
-            "and the factor 2 for K and V was left out).",
+        Mistake(
+            lambda *a: _overtake_variant(*a, batch=False),
+            "the batch is missing: every sequence of the batch has its own keys and values, so one more "
+            "token costs batch_size times the bytes of one sequence's token.",
+        ),
+        Mistake(
+            lambda *a: _overtake_variant(*a, tie=True),
+            "one token too many where the sizes tie exactly: the cache *reaches* the weights at the first S "
+            "with cache bytes >= weight bytes (>=, not >): round the quotient up, do not add 1 to its floor.",
+        ),
+        Mistake(
+            lambda *a: _overtake_variant(*a, weight_bytes=False),
+            "the weights are counted in parameters, the cache in bytes: multiply num_params by "
+            "bytes_per_number too (and notice that it then cancels).",
         ),
     ),
-    tolerance=0.01,
+    properties=(
+        Property(
+            "measured on a real KVCache",
+            "a KVCache holding S tokens must take at least the weights' bytes, and one holding S - 1 tokens "
+            "fewer, counted as numel · element_size of its tensors.",
+            holds=_overtake_holds,
+        ),
+    ),
     hints=(
-        "Llama-3-8B: 32 layers, 32 query heads, 8 key/value heads, head dim 128. Which of the two head "
-        "counts does the cache store?",
-        "bytes = layers × H_kv × S × D × 2 × bytes per number × B; one GiB is 2^30 bytes.",
+        "one more cached token adds, in every layer, a key and a value of head_dim numbers per kv head and "
+        "per sequence of the batch; the weights hold num_params numbers. Both use bytes_per_number bytes each.",
+        "the cache of S tokens takes S times the bytes of one token; find the first S at which that reaches "
+        "(>=) num_params · bytes_per_number.",
+        "that S is the quotient of the weights' bytes by the bytes per token, rounded up: in integers, "
+        "-(-a // b) rounds a / b up without floats; wrap it in torch.tensor.",
     ),
     difficulty=2,
-    minutes=4,
+    minutes=15,
+    kind="measure",
 )
 
-NUCLEUS = Question(
-    exercise_id="10.q2",
-    title="which tokens top-p sampling with p = 0.9 keeps from the probabilities 0.5, 0.3, 0.15, 0.05",
-    choices=(
-        "only the first two: their mass, 0.8, is the largest that stays below 0.9",
-        "all four: p = 0.9 keeps 90 % of the tokens",
-        "the first three, renormalised to about 0.53, 0.32 and 0.16",
-        "only the first: it alone holds more than any other token",
-    ),
-    answer="c",
-    explanation=(
-        "the running total is 0.5, 0.8, 0.95: the third token is the one that takes it past 0.9, and it "
-        "stays in. The kept mass 0.95 is renormalised to 1, so the weights become 0.5/0.95, 0.3/0.95 and 0.15/0.95."
-    ),
-    wrong=(
-        (
-            "a",
-            "the nucleus is the smallest set whose mass *reaches* p, so the token that crosses 0.9 stays; "
-            "0.8 is still short of it.",
-        ),
-        ("b", "p is a share of the probability mass, not of the number of tokens."),
-        ("d", "keeping only the most likely token is greedy decoding (or top-k with k = 1), not top-p."),
-    ),
-    hints=(
-        "add up the probabilities from the most likely token down, and stop at the first running total "
-        "that reaches p: is that token in or out?",
-    ),
-    minutes=3,
-)
 
-BATCHING = Question(
-    exercise_id="10.q3",
-    title="what a batch of 4 does to the decoding throughput of Llama-2-7B at a 1k context (the roofline)",
-    choices=(
-        "the total rises almost fourfold: the weights are read once per step for all four sequences",
-        "nothing changes: the HBM bandwidth is fixed, so the tokens per second are fixed too",
-        "the total falls: four caches must be read at every step",
-        "the total rises exactly fourfold: the GPU is compute-bound, and four sequences keep it four times busier",
-    ),
-    answer="a",
-    explanation=(
-        "at batch 1 a step reads about 13.5 GB of weights and 0.5 GiB of cache; at batch 4 the weights are "
-        "the same, and the cache reads grow to 2 GiB. The step takes about 11 % longer but makes four "
-        "tokens, so the roofline goes from about 239 to 858 tokens/s."
-    ),
-    wrong=(
-        (
-            "b",
-            "the bandwidth is fixed, but the bytes per step barely grow: the weights are shared by every "
-            "sequence of the batch.",
-        ),
-        (
-            "c",
-            "the four caches are read, but at 1k tokens each is 0.5 GiB beside 13.5 GB of weights: the step "
-            "grows a little and makes four tokens.",
-        ),
-        (
-            "d",
-            "at batch 4 a step still does under 4 FLOPs per byte, far below the 295 an H100 can do per byte "
-            "read: memory, not arithmetic, sets the time, and the cache reads add a little to it.",
-        ),
-    ),
-    hints=(
-        "what does a decoding step read from memory, and which part of it is shared by all the sequences "
-        "of a batch?",
-        "t_step ≥ (weight bytes + B · S · cache bytes per token) / bandwidth, and a step makes B tokens.",
-    ),
-    difficulty=2,
-    minutes=5,
-)
-
-QUESTIONS = (CACHE_OF_LLAMA_3, NUCLEUS, BATCHING)
+EXERCISES = (APPEND, BYTES, TOP_K, TOP_P, DECODE_STEP, OVERTAKE)

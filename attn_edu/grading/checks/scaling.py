@@ -14,7 +14,7 @@ import math
 import torch
 
 from attn_edu.attention import attention_entropy, attention_weights, masked_softmax
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.masks import causal_mask
 
 # ---------------------------------------------------------------------------------------------------------
@@ -395,64 +395,3 @@ SATURATION_DIM = Exercise(
 
 
 EXERCISES = (VARIANCE, JACOBIAN, ENTROPY, SATURATION_DIM)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Concept questions
-
-VARIANCE_OF_A_SCORE = Question(
-    exercise_id="03.q1",
-    title="the variance of one unscaled score q·k for D = 256",
-    answer=256,
-    explanation=(
-        "q·k is a sum of D = 256 products q_i k_i; each has mean 0 and variance E[q_i²] E[k_i²] = 1, and "
-        "the products are independent, so their variances add: 256. Dividing by sqrt(256) = 16 brings it to 1."
-    ),
-    wrong=(
-        (16, "16 is the standard deviation, sqrt(256); the question asks for the variance."),
-        (
-            1,
-            "1 is the variance after dividing the score by sqrt(D); before, the D products' variances add up.",
-        ),
-    ),
-    hints=(
-        "write q·k as a sum of D products q_i k_i. What are the mean and the variance of one product?",
-        "variances of independent terms add: Var(q·k) = D · Var(q_i k_i), and Var(q_i k_i) = E[q_i²] E[k_i²].",
-    ),
-    minutes=3,
-)
-
-SATURATION = Question(
-    exercise_id="03.q2",
-    title="what happens to softmax(q·k) without the 1/sqrt(D) as D grows",
-    choices=(
-        "the weights become uniform: large scores cancel in the normalisation",
-        "each row approaches one-hot, and the gradients through the softmax shrink towards 0",
-        "nothing: softmax is unchanged when a constant is added to every score",
-        "the weights turn into NaN once D passes 64",
-    ),
-    answer="b",
-    explanation=(
-        "the scores' standard deviation grows as sqrt(D), so the gaps between them grow too and exp() "
-        "magnifies them: the largest score takes nearly all the weight. The softmax's Jacobian, "
-        "diag(p) - p pᵀ, goes to 0 as p becomes one-hot, so almost no gradient reaches q and k."
-    ),
-    wrong=(
-        ("a", "uniform weights need equal scores; here the scores spread further apart as D grows."),
-        (
-            "c",
-            "adding one constant to every score changes nothing, but a larger D multiplies the gaps between "
-            "scores, and softmax does depend on those.",
-        ),
-        (
-            "d",
-            "torch.softmax subtracts each row's maximum before exp(), so it does not overflow; the problem is "
-            "the shape of the weights, not NaN.",
-        ),
-    ),
-    hints=("how does the spread of the scores change with D, and what does exp() do to large gaps?",),
-    difficulty=2,
-    minutes=3,
-)
-
-QUESTIONS = (VARIANCE_OF_A_SCORE, SATURATION)

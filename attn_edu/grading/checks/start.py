@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from attn_edu import retrieval
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Question
+from attn_edu.grading.exercise import Case, Exercise, Mistake
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -51,25 +51,5 @@ DOT_PRODUCT_SCORES = Exercise(
     minutes=3,
 )
 
-OUTPUT_SHAPE = Question(
-    exercise_id="00.q1",
-    title="the shape of the scores for 4 queries and 6 keys of dimension 8",
-    choices=("(4, 8)", "(4, 6)", "(6, 4)", "(8, 8)"),
-    answer="b",
-    explanation=(
-        "one score per (query, key) pair: 4 rows, one per query, and 6 columns, one per key. The dimension D = 8 "
-        "is summed away by each dot product."
-    ),
-    wrong=(
-        ("a", "(4, 8) is the shape of the queries themselves; each score sums over the 8 dimensions."),
-        ("c", "(6, 4) puts the keys in the rows: that is keys @ queryᵀ."),
-        ("d", "(8, 8) pairs dimensions with dimensions; a score pairs a query with a key."),
-    ),
-    hints=(
-        "each score is one number for one (query, key) pair: how many pairs are there, and how are they laid out?",
-    ),
-    minutes=1,
-)
 
 EXERCISES = (DOT_PRODUCT_SCORES,)
-QUESTIONS = (OUTPUT_SHAPE,)
