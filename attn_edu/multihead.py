@@ -22,6 +22,7 @@ convert with :func:`attn_edu.masks.to_torch_polarity` where the two meet.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
@@ -184,7 +185,73 @@ class QKNorm(nn.Module):
         return self.q_norm(q), self.k_norm(k)  # (..., T, D), (..., S, D)
 
 
-AttentionFn = Callable[..., torch.Tensor]
+class AttentionFn(Protocol):
+    """What every attention implementation is: ``fn(q, k, v, mask=None, *, is_causal=False, scale=None)``.
+
+    The reference (:func:`attn_edu.attention.scaled_dot_product_attention`), the tiled one
+    (:func:`attn_edu.flash.tiled_attention`), the Triton kernel's and PyTorch's fused one all are.
+    """
+
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        scale: float | None = None,
+    ) -> torch.Tensor: ...
+
+
+class BiasedAttentionFn(AttentionFn, Protocol):
+    """An :class:`AttentionFn` that also adds a float ``score_bias`` to the scaled scores, before masking.
+
+    Models with a learned bias on every score (T5's relative positions) need one; the reference is one.
+    """
+
+    def __call__(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        scale: float | None = None,
+        score_bias: torch.Tensor | None = None,
+    ) -> torch.Tensor: ...
+
+
+def takes_score_bias(attention_fn: Callable[..., torch.Tensor]) -> bool:
+    """Whether ``attention_fn`` accepts ``score_bias=`` (a :class:`BiasedAttentionFn`), read off its signature.
+
+    Example:
+        >>> from attn_edu.attention import scaled_dot_product_attention
+        >>> from attn_edu.flash import tiled_attention
+        >>> takes_score_bias(scaled_dot_product_attention), takes_score_bias(tiled_attention)
+        (True, False)
+    """
+    try:
+        parameters = inspect.signature(attention_fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: it cannot promise the keyword
+        return False
+    return any(
+        (p.name == "score_bias" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )
+
+
+def require_score_bias(attention_fn: Callable[..., torch.Tensor], model: str) -> None:
+    """Raise a ``ValueError`` naming ``model`` when ``attention_fn`` cannot take the ``score_bias`` it will pass."""
+    if not takes_score_bias(attention_fn):
+        name = getattr(attention_fn, "__qualname__", type(attention_fn).__name__)
+        raise ValueError(
+            f"attention_fn: {model} adds a bias to every attention score, so it needs "
+            f"fn(q, k, v, mask=None, *, is_causal=False, scale=None, score_bias=None); {name} takes no "
+            "score_bias (attn_edu.attention.scaled_dot_product_attention does)"
+        )
 
 
 class MultiHeadAttention(nn.Module):

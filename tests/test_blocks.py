@@ -25,18 +25,10 @@ from attn_edu.blocks import (
 from attn_edu.kv_cache import KVCache
 from attn_edu.masks import causal_mask, key_mask, padding_mask
 from attn_edu.multihead import MultiHeadAttention
+from tests.helpers import randomize_
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 C, H, HIDDEN = 12, 3, 20
-
-
-def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Non-trivial norm gains and biases, so that each copied tensor matters."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(0.2 * torch.randn_like(p))
-    return module.eval()
 
 
 def x_input(B: int = 2, T: int = 5, seed: int = 1) -> torch.Tensor:
@@ -73,7 +65,7 @@ def test_layer_norm_is_per_token_batch_norm_is_not():
 
 def test_rms_norm_matches_torch():
     x = x_input()
-    ours = randomize_(RMSNorm(C, eps=1e-6))
+    ours = randomize_(RMSNorm(C, eps=1e-6), scale=0.2)
     theirs = nn.RMSNorm(C, eps=1e-6)
     with torch.no_grad():
         theirs.weight.copy_(ours.weight)
@@ -112,7 +104,7 @@ def test_norm_errors():
     [("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda h: F.gelu(h, approximate="tanh"))],
 )
 def test_feed_forward_formula(activation, fn):
-    ffn = randomize_(FeedForward(C, HIDDEN, activation))
+    ffn = randomize_(FeedForward(C, HIDDEN, activation), scale=0.2)
     x = x_input()
     expected = F.linear(
         fn(F.linear(x, ffn.up_proj.weight, ffn.up_proj.bias)), ffn.down_proj.weight, ffn.down_proj.bias
@@ -134,7 +126,7 @@ def test_swiglu_matches_llama_mlp():
     config = transformers.LlamaConfig(
         hidden_size=C, intermediate_size=HIDDEN, num_attention_heads=H, hidden_act="silu"
     )
-    theirs = randomize_(LlamaMLP(config))
+    theirs = randomize_(LlamaMLP(config), scale=0.2)
     ours = SwiGLUFeedForward(C, HIDDEN)
     ours.load_state_dict(theirs.state_dict())  # the same names: gate_proj, up_proj, down_proj
     x = x_input()
@@ -142,7 +134,7 @@ def test_swiglu_matches_llama_mlp():
 
 
 def test_feed_forward_is_position_wise():
-    ffn = randomize_(SwiGLUFeedForward(C, HIDDEN))
+    ffn = randomize_(SwiGLUFeedForward(C, HIDDEN), scale=0.2)
     x = x_input()
     perm = torch.tensor([3, 0, 4, 1, 2])
     torch.testing.assert_close(ffn(x[:, perm]), ffn(x)[:, perm], **TOL)
@@ -164,7 +156,7 @@ def torch_encoder_layer(norm_first: bool) -> nn.TransformerEncoderLayer:
     layer = nn.TransformerEncoderLayer(
         C, H, dim_feedforward=HIDDEN, dropout=0.0, activation="relu", batch_first=True, norm_first=norm_first
     )
-    return randomize_(layer)
+    return randomize_(layer, scale=0.2)
 
 
 def block_from_torch(block_cls, layer: nn.TransformerEncoderLayer) -> nn.Module:
@@ -203,7 +195,7 @@ def test_cross_attention_block_matches_torch_decoder_layer():
     layer = nn.TransformerDecoderLayer(
         C, H, dim_feedforward=HIDDEN, dropout=0.0, activation="relu", batch_first=True, norm_first=True
     )
-    layer = randomize_(layer)
+    layer = randomize_(layer, scale=0.2)
     ffn = FeedForward(C, HIDDEN, "relu")
     ffn.up_proj, ffn.down_proj = layer.linear1, layer.linear2
     block = CrossAttentionBlock(
@@ -233,7 +225,7 @@ def gpt_like_block(residual: bool = True) -> PreNormDecoderBlock:
         nn.LayerNorm(C),
         residual=residual,
     )
-    return randomize_(block)
+    return randomize_(block, scale=0.2)
 
 
 def test_decoder_block_with_kv_cache_equals_full_forward():

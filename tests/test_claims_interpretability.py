@@ -46,15 +46,6 @@ V, P = 64, 24  # vocabulary; period of the evaluation sequences (as in the noteb
 LOG_V = math.log(V)  # the loss of a uniform guess
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    """The tensors here are tiny: a second thread only adds synchronisation (and the notebook uses one)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def chance_induction() -> float:
     """The induction score of uniform causal attention over the 2P evaluation tokens."""
     uniform = causal_mask(2 * P).float()  # (T, S)

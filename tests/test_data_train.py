@@ -21,16 +21,9 @@ from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import causal_lm_loss
 from attn_edu.train import TrainResult, lm_loss, train
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
 VOCAB = ToyVocab(num_symbols=10)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def split(batch, vocab: ToyVocab = VOCAB):

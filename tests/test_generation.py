@@ -19,14 +19,7 @@ from attn_edu.kv_cache import KVCache
 from attn_edu.models import GPT, T5, GPTConfig, Llama, LlamaConfig, T5Config
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_models() -> dict[str, torch.nn.Module]:

@@ -33,14 +33,7 @@ from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTra
 from attn_edu.multihead import MultiHeadAttention
 from attn_edu.train import lm_loss, train
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def uniform_causal(B: int, H: int, T: int) -> torch.Tensor:

@@ -13,13 +13,7 @@ from attn_edu.data import key_value_lookup
 from attn_edu.models.lookup import KeyValueLookup, LookupConfig, lookup_loss, train_lookup
 from attn_edu.multihead import QKNorm
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def test_every_query_is_one_stored_key_and_the_target_is_its_value():

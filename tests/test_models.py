@@ -11,21 +11,13 @@ import torch
 from attn_edu.generation import generate
 from attn_edu.kv_cache import KVCache
 from attn_edu.models import BERT, GPT, T5, BertConfig, BertMLM, GPTConfig, Llama, LlamaConfig, T5Config
+from tests.helpers import randomize_
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 V = 50
-
-
-def randomize_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """HF initialises biases to 0 and norm gains to 1; perturb every tensor so each copy is tested."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    return model.eval()
 
 
 def ids(B: int, T: int, seed: int = 1) -> torch.Tensor:
@@ -217,15 +209,15 @@ def decode_stepwise(step, x: torch.Tensor, num_layers: int, prompt: int = 3) -> 
     return torch.cat(pieces, dim=1)  # (B, T, V)
 
 
+# GPT and a GQA Llama are decoded stepwise in tests/test_generation.py (two ways of chunking the prompt);
+# here the layouts that only the model tests build: one key/value head (MQA), and a head_dim not C / H.
 @pytest.mark.parametrize(
     "model",
     [
-        GPT(GPTConfig(vocab_size=V, embed_dim=32, num_heads=4, ffn_dim=48)),
-        Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=2, ffn_dim=48)),
         Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=1, ffn_dim=48)),  # MQA
         Llama(LlamaConfig(vocab_size=V, embed_dim=32, num_heads=4, num_kv_heads=2, head_dim=6, ffn_dim=48)),
     ],
-    ids=["gpt", "llama-gqa", "llama-mqa", "llama-head-dim"],
+    ids=["llama-mqa", "llama-head-dim"],
 )
 def test_decoder_with_kv_cache_equals_full_forward(model):
     model = randomize_(model)
@@ -244,13 +236,8 @@ def test_t5_decoder_with_kv_cache_equals_full_forward():
         def step(piece, kv_cache):
             return model(src, piece, mask, kv_cache=kv_cache, encoder_output=memory)
 
-        calls = [0]
-        for block in model.decoder_blocks:
-            block.cross_attn.k_proj.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+        # (that the encoder output is projected once per decoder layer is tests/test_kv_cache.py's to check)
         stepwise = decode_stepwise(step, tgt, model.config.num_decoder_layers)
-        # 6 decoding calls (a 3-token prompt, then 5 single tokens), but the encoder output's keys are
-        # projected once per decoder layer: the cross-attention half of the cache reuses them.
-        assert calls[0] == model.config.num_decoder_layers
         torch.testing.assert_close(stepwise, model(src, tgt, mask), **TOL)
 
 
@@ -317,6 +304,65 @@ def test_attention_fn_is_passed_to_every_layer(cls, config):
     x = ids(2, 6)
     with torch.no_grad():
         torch.testing.assert_close(fast(x), reference(x), **TOL)
+
+
+def _attention_functions() -> dict[str, object]:
+    """Every attention function the package has that runs on a CPU tensor without Triton's interpreter."""
+    from attn_edu.attention import scaled_dot_product_attention
+    from attn_edu.flash import tiled_attention
+    from attn_edu.text_gpt import fused_attention
+
+    return {"reference": scaled_dot_product_attention, "tiled": tiled_attention, "fused": fused_attention}
+
+
+MODELS = {
+    "gpt": lambda fn: GPT(GPTConfig(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32), attention_fn=fn),
+    "bert": lambda fn: BERT(BertConfig(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32), attention_fn=fn),
+    "llama": lambda fn: Llama(
+        LlamaConfig(vocab_size=V, embed_dim=16, num_heads=2, num_kv_heads=1, ffn_dim=32), attention_fn=fn
+    ),
+    "t5": lambda fn: T5(T5Config(vocab_size=V, embed_dim=16, num_heads=2, ffn_dim=32), attention_fn=fn),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("fn_name", ["tiled", "fused"])
+def test_every_model_runs_with_every_attention_function_or_says_at_once_what_it_needs(name, fn_name):
+    """T5 adds its relative bias to every score: an attention function without ``score_bias=`` is refused when
+    the model is built, with a message naming the keyword (not a bare TypeError at the first forward)."""
+    fn = _attention_functions()[fn_name]
+    if name == "t5":
+        with pytest.raises(ValueError, match=r"attention_fn: T5 adds a bias .* takes no score_bias"):
+            MODELS[name](fn)
+        return
+    torch.manual_seed(0)
+    reference = MODELS[name](_attention_functions()["reference"]).eval()
+    other = MODELS[name](fn).eval()
+    other.load_state_dict(reference.state_dict())
+    x = ids(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(other(x), reference(x), **TOL)
+
+
+def test_t5_takes_an_attention_function_that_accepts_score_bias():
+    seen = []
+
+    def biased(q, k, v, mask=None, *, is_causal=False, scale=None, score_bias=None):
+        from attn_edu.attention import scaled_dot_product_attention
+
+        seen.append(score_bias is not None)
+        return scaled_dot_product_attention(
+            q, k, v, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
+        )
+
+    torch.manual_seed(0)
+    reference = MODELS["t5"](_attention_functions()["reference"]).eval()
+    model = MODELS["t5"](biased).eval()
+    model.load_state_dict(reference.state_dict())
+    src, tgt = ids(2, 5), ids(2, 4, seed=2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt), reference(src, tgt), **TOL)
+    assert seen and all(seen[:2])  # the encoder's and decoder's self-attention get the bias
 
 
 def test_t5_encoder_padding_is_hidden_from_the_decoder():

@@ -19,17 +19,10 @@ from attn_edu.objectives import (
     span_uncorrupt,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
 MASK, CLS, SEP, PAD = 3, 1, 2, 0
 SPECIALS = (PAD, CLS, SEP, MASK)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: a second thread only adds synchronisation (a lot on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ------------------------------------------------------------------------------------------- BERT MLM

@@ -38,7 +38,7 @@ from attn_edu._validate import (
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import CrossAttentionBlock, FeedForward, PreNormEncoderBlock, RMSNorm, init_normal_
 from attn_edu.masks import key_mask, padding_from_attention_mask
-from attn_edu.multihead import AttentionFn, MultiHeadAttention
+from attn_edu.multihead import BiasedAttentionFn, MultiHeadAttention, require_score_bias
 from attn_edu.positional import T5RelativeBias
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class T5Config:
         object.__setattr__(self, "head_dim", head_dim)  # frozen: None becomes C / H, once, here
 
 
-def _attention(c: T5Config, attention_fn: AttentionFn) -> MultiHeadAttention:
+def _attention(c: T5Config, attention_fn: BiasedAttentionFn) -> MultiHeadAttention:
     # scale=1.0: T5 does not divide scores by sqrt(D).
     return MultiHeadAttention(
         c.embed_dim, c.num_heads, head_dim=c.head_dim, bias=False, scale=1.0, attention_fn=attention_fn
@@ -119,10 +119,15 @@ class T5(nn.Module):
         torch.Size([1, 2, 10])
     """
 
-    def __init__(self, config: T5Config, *, attention_fn: AttentionFn = scaled_dot_product_attention) -> None:
+    def __init__(
+        self, config: T5Config, *, attention_fn: BiasedAttentionFn = scaled_dot_product_attention
+    ) -> None:
         super().__init__()
         if not isinstance(config, T5Config):
             raise ValueError(f"config: expected a T5Config, got {type(config).__name__}")
+        require_score_bias(
+            attention_fn, "T5"
+        )  # its relative position bias: say so now, not at the first forward
         self.config = c = config
         self.token_embedding = nn.Embedding(c.vocab_size, c.embed_dim)  # shared by encoder and decoder
         self.embed_dropout = nn.Dropout(c.dropout)
@@ -164,7 +169,16 @@ class T5(nn.Module):
             input_ids ``(B, S)``, attention_mask ``(B, S)``; returns ``(B, S, C)``.
         """
         B, S = check_token_ids("input_ids", input_ids, self.config.vocab_size).values()
-        mask = None if attention_mask is None else key_mask(padding_from_attention_mask(attention_mask, B, S))
+        return self._encode(input_ids, self._key_mask(attention_mask, B, S))
+
+    @staticmethod
+    def _key_mask(attention_mask: torch.Tensor | None, B: int, S: int) -> torch.Tensor | None:
+        """The encoder's 0/1 padding ``(B, S)`` as a key mask ``(B, 1, 1, S)``: what its self-attention and the
+        decoder's cross-attention may read. Converted once per forward, used by both."""
+        return None if attention_mask is None else key_mask(padding_from_attention_mask(attention_mask, B, S))
+
+    def _encode(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        S = input_ids.shape[1]
         bias = self.encoder_position_bias(S, S)  # (1, H, S, S), shared by all encoder layers
         x = self.embed_dropout(self.token_embedding(input_ids))  # (B, S, C)
         for block in self.encoder_blocks:
@@ -186,12 +200,20 @@ class T5(nn.Module):
             (the encoder's padding); returns ``(B, T, V)``.
         """
         c = self.config
-        B, T = check_token_ids("decoder_input_ids", decoder_input_ids, c.vocab_size).values()
+        B = check_token_ids("decoder_input_ids", decoder_input_ids, c.vocab_size)["B"]
         check_floating("encoder_output", encoder_output)
         S = check_shape("encoder_output", encoder_output, "B S C", B=B, C=c.embed_dim)["S"]
-        memory_mask = None
-        if attention_mask is not None:
-            memory_mask = key_mask(padding_from_attention_mask(attention_mask, B, S))  # (B, 1, 1, S)
+        return self._decode(decoder_input_ids, encoder_output, self._key_mask(attention_mask, B, S), kv_cache)
+
+    def _decode(
+        self,
+        decoder_input_ids: torch.Tensor,
+        encoder_output: torch.Tensor,
+        memory_mask: torch.Tensor | None,
+        kv_cache: KVCache | None,
+    ) -> torch.Tensor:
+        c = self.config
+        T = decoder_input_ids.shape[1]
         offset = 0 if kv_cache is None else int(kv_cache.seq_len)  # decoder tokens already cached
         # Bottom-right alignment: the T new queries are positions offset .. offset + T - 1.
         bias = self.decoder_position_bias(T, offset + T)  # (1, H, T, offset + T)
@@ -237,7 +259,18 @@ class T5(nn.Module):
         encoder_output: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if encoder_output is None:
-            encoder_output = self.encode(input_ids, attention_mask)  # (B, S, C)
+            B, S = check_token_ids("input_ids", input_ids, self.config.vocab_size).values()
+            keys = self._key_mask(
+                attention_mask, B, S
+            )  # (B, 1, 1, S): for the encoder and the cross-attention
+            encoder_output = self._encode(input_ids, keys)  # (B, S, C)
+            B, T = check_token_ids("decoder_input_ids", decoder_input_ids, self.config.vocab_size).values()
+            if B != encoder_output.shape[0]:
+                raise ValueError(
+                    f"decoder_input_ids: expected shape (B, T) with B={encoder_output.shape[0]} "
+                    f"(the batch of input_ids), got {tuple(decoder_input_ids.shape)}"
+                )
+            return self._decode(decoder_input_ids, encoder_output, keys, kv_cache)  # (B, T, V)
         return self.decode(decoder_input_ids, encoder_output, attention_mask, kv_cache=kv_cache)  # (B, T, V)
 
     @classmethod
