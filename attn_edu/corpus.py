@@ -7,7 +7,7 @@
 
 The corpus is :mod:`pydoc_data.topics`, the text behind ``help("if")``: a dict of ~80 topics of
 English prose, grammar rules and code examples. It is read at run time, never copied into the course.
-The models trained on it are in :mod:`attn_edu.text_gpt`.
+The models trained on it are in :mod:`attn_edu.experiments.text_gpt`.
 
 Two baselines say what a model learned beyond character statistics: a **unigram** model
 (``p(x_t)``, how often each character occurs) and a **bigram** model (``p(x_t | x_{t-1})``, the

@@ -18,7 +18,7 @@ cached keys. The ratio therefore grows with ``N``; the target line checks ≥ 10
 The model (``--model random``, the default) is a 4-layer GPT (C=128, 4 heads) with random weights
 drawn with a larger spread than GPT-2's (std 0.1 instead of 0.02) so that the greedy choice is never a
 near-tie that float rounding could flip between the two runs. ``--model text`` is the trained
-sliding-window Llama of :mod:`attn_edu.text_gpt` (``text_llama``: 4 layers, C=128, window 128),
+sliding-window Llama of :mod:`attn_edu.experiments.text_gpt` (``text_llama``: 4 layers, C=128, window 128),
 continuing the title of the "while" topic from the Python documentation: its rolling cache holds
 128 characters per layer, so each cached step costs the same however far it has written, while the
 uncached step re-runs the whole text with a sliding-window mask.
@@ -109,7 +109,7 @@ def run(
 
 def _text_model() -> tuple[Any, Any, dict[str, Any]]:
     """The trained sliding-window text model, its prompt ``(1, T)`` and what the note says of it."""
-    from attn_edu.text_gpt import load_text_gpt
+    from attn_edu.experiments.text_gpt import load_text_gpt
 
     decoder, tokenizer = load_text_gpt(name="text_llama")
     prompt = tokenizer.encode(TEXT_PROMPT)[None]  # (1, T)

@@ -1,0 +1,18 @@
+"""The experiments: models trained here, one module per experiment, each shipped with its weights or trained
+in a notebook.
+
+    text_gpt               two character-level language models of the Python documentation (weights shipped)
+    multitask              copy, reverse and sort, told by a prefix (T5) and by examples (Llama) (weights shipped)
+    rope_extension         a RoPE model trained on 64 characters, read on 256 (weights shipped)
+    length_extrapolation   a lag task trained at one length, tested at four times it (trained in notebook 06)
+    alignment              a tiny translator whose attention lines up two sentences (trained in notebook 01)
+    finetune               a pretrained encoder fine-tuned against its frozen features (trained in notebook 09)
+
+The wing is a floor above the architectures and the interop: it uses the models, the training loop and the
+data, and nothing below it imports it (the benchmarks, :mod:`attn_edu.bench`, may). :mod:`.shipped` is the one
+store of the shipped weights (``NAME.safetensors`` and its record ``NAME.json`` in ``attn_edu/weights/``), and
+:mod:`.cli` the one shape of their commands, ``python -m attn_edu.experiments.NAME train|report``.
+
+The old names (``attn_edu.text_gpt``, ``python -m attn_edu.text_gpt report``, ...) still work: each is the
+module here under a second name.
+"""

@@ -1,0 +1,186 @@
+"""Fine-tuning a pretrained encoder, against a classifier on its frozen features (notebook 09).
+
+The task, from real text: is a sentence of the Python documentation as written, or are its words shuffled?
+A bag of words cannot tell (both have the same words), so the task is about word order, like the
+acceptability judgements of CoLA (Warstadt et al., 2019) that BERT is fine-tuned on.
+
+- **Frozen features**: all-MiniLM-L6-v2 (:mod:`attn_edu.pretrained`) runs once; a linear classifier is
+  trained on its mean-pooled sentence embeddings.
+- **Fine-tuned**: the same, but the encoder's top blocks train too, from their pretrained weights.
+
+To keep it seconds on a CPU, the blocks below the trained ones run once with no gradient
+(:func:`encoder_states`), and their output is the input of the :class:`SentenceClassifier`; with
+``trained_blocks=0`` it is the frozen-features classifier.
+
+Shapes:
+    hidden states ``(B, T, C)``, attention mask ``(B, T)`` (1 = real token), labels ``(B,)``, logits ``(B, 2)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_edu._validate import check_positive_int, check_shape
+from attn_edu.corpus import corpus
+from attn_edu.masks import key_mask, padding_from_attention_mask
+from attn_edu.models import BERT
+from attn_edu.pretrained import encode, mean_pool
+from attn_edu.train import TrainResult, train
+
+SENTENCE = re.compile(r"[A-Z][A-Za-z0-9 ,;:'\"()\-]+\.")  # one plain sentence: a capital, words, a full stop
+MIN_WORDS, MAX_WORDS = 6, 14  # 410 sentences of Python 3.11's corpus, at most 33 WordPiece tokens
+
+
+def documentation_sentences(text: str | None = None) -> list[str]:
+    """The plain sentences of 6 to 14 words in the corpus (default :func:`attn_edu.corpus.corpus`), sorted, unique."""
+    text = corpus() if text is None else text
+    pieces = (re.sub(r"\s+", " ", piece.strip()) for piece in re.split(r"(?<=[.?!])\s+", text))
+    return sorted({p for p in pieces if MIN_WORDS <= len(p.split()) <= MAX_WORDS and SENTENCE.fullmatch(p)})
+
+
+def shuffle_words(sentence: str, rng: random.Random) -> str:
+    """The sentence's words in a random order different from the original (the full stop stays last).
+
+    Example:
+        >>> shuffle_words("Every name is bound to an object.", random.Random(0))
+        'to is name Every an bound object.'
+    """
+    words = sentence.removesuffix(".").split()
+    if len(set(words)) < 2:
+        raise ValueError(f"sentence: expected at least two different words, got {sentence!r}")
+    while True:
+        order = words[:]
+        rng.shuffle(order)
+        if order != words:
+            return " ".join(order) + "."
+
+
+@dataclass(frozen=True)
+class WordOrderData:
+    """Sentences, half of them with shuffled words, and their labels (1 = as written, 0 = shuffled)."""
+
+    texts: list[str]
+    labels: torch.Tensor  # (B,) long
+
+
+def word_order_data(sentences: list[str], *, seed: int = 0) -> WordOrderData:
+    """Every second sentence shuffled (:func:`shuffle_words`), the others as written."""
+    rng = random.Random(seed)
+    texts = [s if i % 2 == 0 else shuffle_words(s, rng) for i, s in enumerate(sentences)]
+    return WordOrderData(texts, torch.tensor([1 - i % 2 for i in range(len(sentences))]))
+
+
+def split_data(sentences: list[str], *, test_size: int, seed: int = 0) -> tuple[WordOrderData, WordOrderData]:
+    """A random training set and a test set of ``test_size`` other sentences."""
+    check_positive_int("test_size", test_size)
+    if test_size >= len(sentences):
+        raise ValueError(f"test_size: expected fewer than the {len(sentences)} sentences, got {test_size}")
+    order = sentences[:]
+    random.Random(seed).shuffle(order)
+    return word_order_data(order[test_size:], seed=seed), word_order_data(order[:test_size], seed=seed + 1)
+
+
+@torch.no_grad()
+def encoder_states(
+    model: BERT, tokenizer: object, texts: list[str], *, blocks: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The hidden states after the first ``blocks`` blocks (default: all) of ``model``, and the attention mask.
+
+    Shapes:
+        returns hidden ``(B, T, C)`` and attention_mask ``(B, T)``, padded to the longest text.
+    """
+    input_ids, attention_mask = encode(tokenizer, texts)  # (B, T), (B, T)
+    T = input_ids.shape[1]
+    x = model.token_embedding(input_ids) + model.token_type_embedding(torch.zeros_like(input_ids))
+    x = model.embed_norm(x + model.position_embedding(T))  # (B, T, C)
+    return continue_states(model, x, attention_mask, first=0, last=blocks), attention_mask
+
+
+@torch.no_grad()
+def continue_states(
+    model: BERT, hidden: torch.Tensor, attention_mask: torch.Tensor, *, first: int, last: int | None = None
+) -> torch.Tensor:
+    """Run blocks ``first .. last - 1`` (default: to the end) of ``model`` on hidden states from block ``first``.
+
+    Shapes:
+        hidden ``(B, T, C)``, attention_mask ``(B, T)``; returns ``(B, T, C)``.
+    """
+    last = len(model.blocks) if last is None else last
+    if not 0 <= first <= last <= len(model.blocks):
+        raise ValueError(
+            f"blocks: expected 0 <= first <= last <= {len(model.blocks)}, got first={first}, last={last}"
+        )
+    sizes = check_shape("hidden", hidden, "B T C")
+    check_shape("attention_mask", attention_mask, "B T", B=sizes["B"], T=sizes["T"])
+    mask = key_mask(padding_from_attention_mask(attention_mask, sizes["B"], sizes["T"]))  # (B, 1, 1, T)
+    for block in model.blocks[first:last]:
+        hidden = block(hidden, mask=mask)
+    return hidden
+
+
+class SentenceClassifier(nn.Module):
+    """The top ``trained_blocks`` blocks of a pretrained BERT (copied), mean pooling and a linear layer.
+
+    Its input is :func:`encoder_states` with ``blocks = len(model.blocks) - trained_blocks``; with
+    ``trained_blocks=0`` only the linear layer is left: a classifier on frozen features.
+    """
+
+    def __init__(self, model: BERT, trained_blocks: int, num_classes: int = 2) -> None:
+        super().__init__()
+        if not 0 <= trained_blocks <= len(model.blocks):
+            raise ValueError(f"trained_blocks: expected 0 to {len(model.blocks)}, got {trained_blocks!r}")
+        check_positive_int("num_classes", num_classes)
+        first = len(model.blocks) - trained_blocks
+        self.blocks = nn.ModuleList(copy.deepcopy(block) for block in model.blocks[first:])
+        self.head = nn.Linear(model.config.embed_dim, num_classes)
+
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        sizes = check_shape("hidden", hidden, "B T C")
+        check_shape("attention_mask", attention_mask, "B T", B=sizes["B"], T=sizes["T"])
+        mask = key_mask(padding_from_attention_mask(attention_mask, sizes["B"], sizes["T"]))
+        for block in self.blocks:
+            hidden = block(hidden, mask=mask)
+        # mean_pool gives unit vectors; times 10 gives the linear layer logits of a useful size from the start
+        return self.head(10 * mean_pool(hidden, attention_mask))  # (B, classes)
+
+
+def fit(
+    classifier: SentenceClassifier,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> TrainResult:
+    """Train ``classifier`` with AdamW on random batches of the rows (cross-entropy), cut to their longest text."""
+    check_positive_int("batch_size", batch_size)
+
+    def batches(generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        rows = torch.randint(len(labels), (batch_size,), generator=generator)
+        length = int(attention_mask[rows].sum(dim=1).max())  # the padding after it changes nothing
+        return hidden[rows, :length], attention_mask[rows, :length], labels[rows]
+
+    def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return F.cross_entropy(model(batch[0], batch[1]), batch[2])
+
+    return train(
+        classifier, batches, steps=steps, lr=lr, weight_decay=0.0, seed=seed, progress=False, loss_fn=loss_fn
+    )
+
+
+@torch.no_grad()
+def accuracy(
+    classifier: SentenceClassifier, hidden: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+) -> float:
+    """Share of the rows whose most likely class is the label."""
+    return (classifier(hidden, attention_mask).argmax(dim=-1) == labels).float().mean().item()
