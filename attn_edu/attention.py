@@ -28,15 +28,17 @@ from attn_edu._validate import (
     check_scale,
     check_shape,
 )
-from attn_edu.masks import causal_mask, combine_masks
+from attn_edu.masks import causal_mask
 
 
 def _allowed_positions(
     q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, is_causal: bool
 ) -> torch.Tensor | None:
     """Merge ``mask`` (already checked) with the causal mask; ``None`` when every key is visible."""
-    causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if is_causal else None  # (T, S)
-    return combine_masks(mask, causal)
+    if not is_causal:
+        return mask
+    causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)  # (T, S)
+    return causal if mask is None else mask & causal  # (..., T, S)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -63,10 +65,16 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     check_floating("scores", scores)
     if scores.ndim < 1:
         raise ValueError(f"scores: expected shape (..., S), got {tuple(scores.shape)}")
+    if mask is not None:
+        check_mask("mask", mask, tuple(scores.shape), "scores' shape (..., T, S)")
+    return _masked_softmax(scores, mask)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`masked_softmax` once its arguments are checked: the public functions check, this computes."""
     work = scores.to(_compute_dtype(scores.dtype))
     if mask is None:
         return torch.softmax(work, dim=-1).to(scores.dtype)  # (..., T, S)
-    check_mask("mask", mask, tuple(scores.shape), "scores' shape (..., T, S)")
     work = work.masked_fill(~mask, float("-inf"))  # (..., T, S)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
     work = work.masked_fill(~has_key, 0.0)  # (..., T, S)
@@ -104,19 +112,44 @@ def attention_weights(
         >>> attention_weights(q, k, torch.tensor([[False, False]]))   # nothing visible: zeros
         tensor([[0., 0.]])
     """
-    sizes = check_qkv(q, k)
-    if mask is not None:
-        check_mask("mask", mask, (*sizes["batch"], sizes["T"], sizes["S"]))
-    scale = check_scale(scale, sizes["D"])
-    allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
+    scale = _check_inputs(q, k, None, mask, scale, score_bias)
+    return _weights(q, k, mask, is_causal, scale, score_bias)  # (..., T, S)
 
-    work = _compute_dtype(q.dtype)
-    scores = (q.to(work) @ k.to(work).transpose(-2, -1)) * scale  # (..., T, S)
+
+def _check_inputs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    scale: float | None,
+    score_bias: torch.Tensor | None,
+) -> float:
+    """The one check of an attention call's arguments, made by the public functions; returns the scale."""
+    sizes = check_qkv(q, k, v)
+    scores_shape = (*sizes["batch"], sizes["T"], sizes["S"])
+    if mask is not None:
+        check_mask("mask", mask, scores_shape)
     if score_bias is not None:
         check_floating("score_bias", score_bias)
-        check_broadcast("score_bias", tuple(score_bias.shape), tuple(scores.shape), "(..., T, S)")
+        check_broadcast("score_bias", tuple(score_bias.shape), scores_shape, "(..., T, S)")
+    return check_scale(scale, sizes["D"])
+
+
+def _weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | None,
+    is_causal: bool,
+    scale: float,
+    score_bias: torch.Tensor | None,
+) -> torch.Tensor:
+    """:func:`attention_weights` once its arguments are checked: scores, bias, mask, softmax."""
+    work = _compute_dtype(q.dtype)  # float32 for half precision
+    scores = (q.to(work) @ k.to(work).transpose(-2, -1)) * scale  # (..., T, S)
+    if score_bias is not None:
         scores = scores + score_bias.to(work)  # (..., T, S)
-    return masked_softmax(scores, allowed).to(q.dtype)  # (..., T, S)
+    allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
+    return _masked_softmax(scores, allowed).to(q.dtype)  # (..., T, S)
 
 
 def scaled_dot_product_attention(
@@ -149,10 +182,8 @@ def scaled_dot_product_attention(
         >>> torch.allclose(scaled_dot_product_attention(q, k, v), ref, atol=1e-6)
         True
     """
-    check_qkv(q, k, v)
-    weights = attention_weights(
-        q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
-    )  # (..., T, S)
+    scale = _check_inputs(q, k, v, mask, scale, score_bias)
+    weights = _weights(q, k, mask, is_causal, scale, score_bias)  # (..., T, S)
     work = _compute_dtype(v.dtype)
     return (weights.to(work) @ v.to(work)).to(v.dtype)  # (..., T, Dv)
 

@@ -384,19 +384,11 @@ class MultiHeadAttention(nn.Module):
             [and weights ``(B, H, T, S)``; with a cache ``S`` counts the cached tokens too].
         """
         key = query if key is None else key
-        check_floating("query", query)
-        check_shape("query", query, "B T C", C=self.embed_dim)
-        k, v = self.project_kv(key, value, batch=query.shape[0])  # (B, H_kv, S, D) each
-        return self.attend(
-            query,
-            k,
-            v,
-            mask=mask,
-            is_causal=is_causal,
-            score_bias=score_bias,
-            kv_cache=kv_cache,
-            need_weights=need_weights,
-        )
+        self._check_query(query)
+        k, v = self.project_kv(
+            key, value, batch=query.shape[0]
+        )  # (B, H_kv, S, D) each, right by construction
+        return self._attend(query, k, v, mask, is_causal, score_bias, kv_cache, need_weights)
 
     def project_kv(
         self, key: torch.Tensor, value: torch.Tensor | None = None, *, batch: int | None = None
@@ -440,12 +432,31 @@ class MultiHeadAttention(nn.Module):
         Shapes:
             query ``(B, T, C)``, k, v ``(B, H_kv, S, D)``; returns ``(B, T, C)`` [and weights ``(B, H, T, S)``].
         """
-        check_floating("query", query)
-        B, T, C = check_shape("query", query, "B T C", C=self.embed_dim).values()
-        H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        B = self._check_query(query)["B"]
+        H_kv, D = self.num_kv_heads, self.head_dim
         S = check_shape("k", k, "B H_kv S D", B=B, H_kv=H_kv, D=D)["S"]
         check_shape("v", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
+        return self._attend(query, k, v, mask, is_causal, score_bias, kv_cache, need_weights)
 
+    def _check_query(self, query: torch.Tensor) -> dict[str, int]:
+        check_floating("query", query)
+        return check_shape("query", query, "B T C", C=self.embed_dim)
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        is_causal: bool,
+        score_bias: torch.Tensor | None,
+        kv_cache: SupportsKVCache | None,
+        need_weights: bool,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`attend` once ``query``, ``k`` and ``v`` are checked (by it, or by :meth:`forward`)."""
+        B, T, _ = query.shape
+        H, H_kv, D = self.num_heads, self.num_kv_heads, self.head_dim
+        S = k.shape[2]
         q = split_heads(self.q_proj(query), H)  # (B, H, T, D)
         if self.qk_norm is not None:
             q, k = self.qk_norm(q, k)  # (B, H, T, D), (B, H_kv, S, D): the new keys only, before caching

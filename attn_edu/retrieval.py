@@ -41,8 +41,7 @@ def pool_weights(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torc
         >>> pool_weights(torch.tensor([[0.0, 0.0, math.log(2.0)]]))     # weights 1 : 1 : 2
         tensor([[0.2500, 0.2500, 0.5000]])
     """
-    check_floating("scores", scores)
-    check_shape("scores", scores, "... T S")
+    check_shape("scores", scores, "... T S")  # masked_softmax checks the dtype and the mask
     return masked_softmax(scores, mask)  # (..., T, S)
 
 
@@ -62,10 +61,10 @@ def attention_pool(
         >>> attention_pool(torch.zeros(1, 2), values)            # equal scores: the plain mean
         tensor([[2.]])
     """
-    check_floating("scores", scores)
     S = check_shape("scores", scores, "... T S")["S"]
+    check_floating("values", values)
     check_shape("values", values, "... S Dv", S=S)
-    weights = pool_weights(scores, mask)  # (..., T, S)
+    weights = masked_softmax(scores, mask)  # (..., T, S), checking the scores' dtype and the mask
     return weights.to(values.dtype) @ values  # (..., T, Dv)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 import torch
@@ -292,6 +293,63 @@ def test_masked_softmax_zero_rows_and_errors() -> None:
         masked_softmax(scores, mask.float())
     with pytest.raises(ValueError, match="mask: expected a shape that broadcasts"):
         masked_softmax(scores, torch.ones(2, 4, dtype=torch.bool))
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: object, names: tuple[str, ...]) -> Counter:
+    """Replace ``module``'s validators ``names`` by wrappers that count their calls by argument name."""
+    calls: Counter = Counter()
+    for name in names:
+        real = getattr(module, name)
+
+        def counted(*args: object, _real=real, _name=name, **kwargs: object) -> object:
+            label = args[0] if args and isinstance(args[0], str) else ""
+            calls[f"{_name}({label})" if label else _name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_each_public_function_checks_its_arguments_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public functions validate; the core they share (``_weights``, ``_masked_softmax``) does not again."""
+    import attn_edu.attention as attention
+
+    names = ("check_qkv", "check_mask", "check_scale", "check_floating", "check_broadcast")
+    calls = _count_calls(monkeypatch, attention, names)
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6)
+    mask, bias = torch.rand(2, 1, 5, 7) > 0.3, torch.randn(3, 5, 7)
+    once = {
+        "check_qkv": 1,
+        "check_mask(mask)": 1,
+        "check_scale": 1,
+        "check_floating(score_bias)": 1,
+        "check_broadcast(score_bias)": 1,
+    }
+    for public in (attention.scaled_dot_product_attention, attention.attention_weights):
+        calls.clear()
+        args = (q, k, v) if public is attention.scaled_dot_product_attention else (q, k)
+        public(*args, mask, is_causal=True, score_bias=bias)
+        assert dict(calls) == once, public.__name__
+    calls.clear()
+    attention.masked_softmax(torch.randn(5, 7), mask[0, 0])
+    assert dict(calls) == {"check_floating(scores)": 1, "check_mask(mask)": 1}
+
+
+def test_a_module_call_checks_the_query_once_and_the_mask_at_two_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``MultiHeadAttention`` checks its query once, and its mask as its own argument; the attention
+    function it calls is a public entry of its own and checks the mask once more, nothing below it."""
+    import attn_edu.attention as attention
+    import attn_edu.multihead as multihead
+
+    module_calls = _count_calls(monkeypatch, multihead, ("check_shape", "check_mask"))
+    function_calls = _count_calls(monkeypatch, attention, ("check_qkv", "check_mask"))
+    mha = multihead.MultiHeadAttention(8, 2)
+    mha(torch.randn(2, 5, 8), mask=causal_mask(5), is_causal=True)
+    assert module_calls["check_shape(query)"] == 1
+    assert module_calls["check_mask(mask)"] == 1
+    assert dict(function_calls) == {"check_qkv": 1, "check_mask(mask)": 1}
 
 
 # ---------------------------------------------------------------- attention entropy
