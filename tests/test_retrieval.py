@@ -238,6 +238,10 @@ def test_bad_input_names_the_argument():
         dot_product_score(q, torch.randn(5, 3))
     with pytest.raises(ValueError, match="mask"):
         attention_pool(torch.randn(3, 5), v, torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="values: expected a floating-point tensor"):
+        attention_pool(torch.randn(3, 5), torch.ones(5, 2, dtype=torch.long))  # weights cast to int: all 0
+    with pytest.raises(ValueError, match="scores: expected a floating-point tensor"):
+        attention_pool(torch.ones(3, 5, dtype=torch.long), v)
     with pytest.raises(ValueError, match="keys"):
         AdditiveScore(4, 2, 8)(q, k)
     with pytest.raises(ValueError, match="query"):
