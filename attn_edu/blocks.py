@@ -401,21 +401,23 @@ class CrossAttentionBlock(nn.Module):
         x = x + FFN(Norm(x))
 
     The three sub-layers of the Transformer decoder (Vaswani et al., 2017, §3.1), with T5's pre-norm
-    placement (Raffel et al., 2020, §3.1). ``memory`` is the encoder output; ``memory_mask``
-    hides padded encoder positions; ``score_bias`` (T5's relative bias) applies to self-attention
-    only, as in T5. ``kv_cache`` caches the self-attention. While decoding, ``memory`` stays the same
-    and only the queries change: pass ``memory_kv = block.cross_attn.project_kv(memory)``, projected
-    once, instead of ``memory`` (:meth:`attn_edu.models.T5.decode` keeps it in the cache).
+    placement (Raffel et al., 2020, §3.1). ``memory_kv`` is the encoder output's keys and values,
+    ``block.cross_attn.project_kv(memory)``: the encoder output stays the same while the decoder writes
+    and only the queries change, so it is projected once per input (:meth:`attn_edu.models.T5.decode`
+    keeps it in the cache) and never again inside the block. ``memory_mask`` hides padded encoder
+    positions; ``score_bias`` (T5's relative bias) applies to self-attention only, as in T5.
+    ``kv_cache`` caches the self-attention.
 
     Shapes:
-        x ``(B, T, C)``, memory ``(B, S, C)``; mask broadcastable to ``(B, H, T, T)``, memory_mask
-        to ``(B, H, T, S)``; returns ``(B, T, C)``.
+        x ``(B, T, C)``, memory_kv ``(B, H_kv, S, D)`` each; mask broadcastable to ``(B, H, T, T)``,
+        memory_mask to ``(B, H, T, S)``; returns ``(B, T, C)``.
 
     Example:
         >>> from attn_edu.multihead import MultiHeadAttention
         >>> block = CrossAttentionBlock(MultiHeadAttention(8, 2), MultiHeadAttention(8, 2), FeedForward(8, 32),
         ...                             RMSNorm(8), RMSNorm(8), RMSNorm(8))
-        >>> block(torch.randn(2, 3, 8), torch.randn(2, 7, 8)).shape
+        >>> memory = torch.randn(2, 7, 8)                          # the encoder output (B, S, C)
+        >>> block(torch.randn(2, 3, 8), block.cross_attn.project_kv(memory)).shape
         torch.Size([2, 3, 8])
     """
 
@@ -440,30 +442,30 @@ class CrossAttentionBlock(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        memory: torch.Tensor | None = None,
+        memory_kv: tuple[torch.Tensor, torch.Tensor],
         *,
-        memory_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         score_bias: torch.Tensor | None = None,
         kv_cache: SupportsKVCache | None = None,
     ) -> torch.Tensor:
-        sizes = check_shape("x", x, "B T C")
-        if (memory is None) == (memory_kv is None):
-            raise ValueError(
-                "memory, memory_kv: pass exactly one (the encoder output, or its projected k, v)"
+        check_shape("x", x, "B T C")
+        if not (isinstance(memory_kv, (tuple, list)) and len(memory_kv) == 2):
+            got = (
+                f"a tensor of shape {tuple(memory_kv.shape)}"
+                if torch.is_tensor(memory_kv)
+                else type(memory_kv).__name__
             )
-        if memory is not None:
-            check_shape("memory", memory, "B S C", B=sizes["B"], C=sizes["C"])
+            raise TypeError(
+                "memory_kv: expected the encoder output's (k, v), as block.cross_attn.project_kv(memory) "
+                f"returns them, got {got}"
+            )
         h = self.self_attn(
             self.self_attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
         )  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
-        query = self.cross_attn_norm(x)  # (B, T, C)
-        if memory_kv is None:
-            h = self.cross_attn(query, memory, mask=memory_mask)  # (B, T, C)
-        else:  # K and V of memory, projected once by the caller and reused at every decoding step
-            h = self.cross_attn.attend(query, *memory_kv, mask=memory_mask)  # (B, T, C)
+        # Queries from the decoder; K and V of the encoder output, projected once by the caller
+        h = self.cross_attn.attend(self.cross_attn_norm(x), *memory_kv, mask=memory_mask)  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
         h = self.ffn(self.ffn_norm(x))  # (B, T, C)
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)

@@ -198,8 +198,11 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
     """Run ``model(*args, **kwargs)`` once and return every attention layer's weights, in module order.
 
     Works on any model built from :class:`~attn_edu.multihead.MultiHeadAttention` (the course's BERT, GPT,
-    Llama, T5, ...) without changing its forward: a hook on each layer recomputes that call with
-    ``need_weights=True``.
+    Llama, T5, ...) without changing its forward. For this one call each layer's ``attention_fn`` is wrapped
+    by one that also computes the weights (:func:`attn_edu.attention.attention_weights`) of the very q, k
+    and mask it receives: after the rotary embedding, the cache and the sliding window, and for
+    cross-attention as well as self-attention, whichever way the layer was called. The model runs once, so a
+    KV cache in the call is updated once.
 
     Shapes:
         returns one ``(B, H, T, S)`` tensor per attention layer.
@@ -214,20 +217,45 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
     layers = attention_layers(model)
     maps: list[torch.Tensor | None] = [None] * len(layers)
 
-    def recorder(index: int) -> Callable[..., None]:
-        def record(module: nn.Module, inputs: tuple, kw: dict, output: Any) -> None:
-            # .forward, not module(...): calling the module would run this hook again
-            _, maps[index] = module.forward(*inputs, **{**kw, "need_weights": True})
+    def recorder(index: int, original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        def record(
+            q: torch.Tensor,
+            k: torch.Tensor,
+            v: torch.Tensor,
+            mask: torch.Tensor | None = None,
+            *,
+            is_causal: bool = False,
+            scale: float | None = None,
+            score_bias: torch.Tensor | None = None,
+        ) -> torch.Tensor:
+            maps[index] = attention_weights(
+                q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
+            )  # (B, H, T, S)
+            extra = {} if score_bias is None else {"score_bias": score_bias}  # as the layer passes it
+            return original(q, k, v, mask, is_causal=is_causal, scale=scale, **extra)
 
         return record
 
-    handles = [layer.register_forward_hook(recorder(i), with_kwargs=True) for i, layer in enumerate(layers)]
-    try:
+    with _attention_fns_wrapped(layers, recorder):
         model(*args, **kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
     return [m for m in maps if m is not None]
+
+
+@contextmanager
+def _attention_fns_wrapped(
+    layers: list[MultiHeadAttention],
+    wrap: Callable[[int, Callable[..., torch.Tensor]], Callable[..., torch.Tensor]],
+) -> Iterator[None]:
+    """Inside the block, ``layers[i].attention_fn`` is ``wrap(i, its own attention_fn)``; put back on exit,
+    even after an error."""
+    originals = [layer.attention_fn for layer in layers]
+    try:
+        for i, (layer, fn) in enumerate(zip(layers, originals)):
+            layer.attention_fn = wrap(i, fn)
+        yield
+    finally:
+        for layer, fn in zip(layers, originals):
+            layer.attention_fn = fn
 
 
 @contextmanager
@@ -559,11 +587,5 @@ def replaced_attention(
         )
         return transform(weights, allowed).to(v.dtype) @ v  # (B, H, T, Dv)
 
-    originals = {index: found[index].attention_fn for index in chosen}
-    try:
-        for index in chosen:
-            found[index].attention_fn = mix
+    with _attention_fns_wrapped([found[index] for index in chosen], lambda _index, _original: mix):
         yield
-    finally:
-        for index, fn in originals.items():
-            found[index].attention_fn = fn

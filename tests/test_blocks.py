@@ -212,7 +212,7 @@ def test_cross_attention_block_matches_torch_decoder_layer():
         theirs = layer(
             x, memory, tgt_mask=~causal_mask(4), tgt_is_causal=True, memory_key_padding_mask=~memory_real
         )
-        ours = block(x, memory, memory_mask=key_mask(memory_real))
+        ours = block(x, block.cross_attn.project_kv(memory), memory_mask=key_mask(memory_real))
     torch.testing.assert_close(ours, theirs, **TOL)
 
 
@@ -287,8 +287,12 @@ def test_block_errors():
         RMSNorm(C),
         RMSNorm(C),
     )
-    with pytest.raises(ValueError, match="memory"):
-        cross(x_input(), torch.randn(3, 6, C))  # batch of 3 against 2
+    with pytest.raises(
+        TypeError, match=r"memory_kv: expected the encoder output's \(k, v\).*shape \(3, 6, 12\)"
+    ):
+        cross(x_input(), torch.randn(3, 6, C))  # the encoder output itself, not its projection
+    with pytest.raises(ValueError, match=r"k: expected shape \(B, H_kv, S, D\) with B=2"):
+        cross(x_input(), cross.cross_attn.project_kv(torch.randn(3, 6, C)))  # batch of 3 against 2
     with pytest.raises(ValueError, match="std"):
         init_normal_(nn.Linear(2, 2), std=0.0)
 

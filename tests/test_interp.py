@@ -10,6 +10,7 @@ from attn_edu.data import induction_task, repeated_sequences
 from attn_edu.interp import (
     ablation_effects,
     attention_layers,
+    attention_maps,
     attention_received,
     first_token_score,
     gate_heads,
@@ -27,8 +28,9 @@ from attn_edu.interp import (
     shuffled_attention,
     uniform_attention,
 )
-from attn_edu.masks import causal_mask
-from attn_edu.models import BERT, BertConfig
+from attn_edu.kv_cache import KVCache, KVCacheLayer
+from attn_edu.masks import causal_mask, key_mask, padding_mask
+from attn_edu.models import BERT, T5, BertConfig, T5Config
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attn_edu.multihead import MultiHeadAttention
 from attn_edu.train import lm_loss, train
@@ -44,6 +46,57 @@ def uniform_causal(B: int, H: int, T: int) -> torch.Tensor:
 def chance_induction(T: int, period: int) -> float:
     """What uniform causal attention puts on key t - period + 1, averaged over queries t >= period."""
     return sum(1 / (t + 1) for t in range(period, T)) / (T - period)
+
+
+# ---------------------------------------------------------------------------------- attention maps
+
+
+def test_attention_maps_are_the_layers_own_weights_and_update_a_cache_once():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, window=3).eval()
+    x = torch.randn(2, 5, 8)
+    _, expected = mha(x, is_causal=True, need_weights=True)  # (B, H, T, S)
+    (weights,) = attention_maps(mha, x, is_causal=True)
+    torch.testing.assert_close(weights, expected, rtol=0, atol=0)
+    cache = KVCacheLayer()
+    attention_maps(mha, x, is_causal=True, kv_cache=cache)
+    assert cache.seq_len == 5  # the model ran once: its new keys entered the cache once
+    (step,) = attention_maps(mha, torch.randn(2, 1, 8), is_causal=True, kv_cache=cache)
+    assert step.shape == (2, 2, 1, 6)  # one new query over the 5 cached keys and its own
+    assert mha.attention_fn is scaled_dot_product_attention  # put back
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_attention_maps_see_t5s_cross_attention_and_its_padding(use_cache):
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=20, embed_dim=16, num_layers=1, num_decoder_layers=2, num_heads=2, ffn_dim=32
+    )
+    model = T5(config).eval()
+    source, target = torch.randint(20, (2, 6)), torch.randint(20, (2, 4))
+    attention_mask = padding_mask([6, 3], 6).long()  # the second input has 3 real tokens
+    cache = KVCache(2) if use_cache else None
+    maps = attention_maps(model, source, target, attention_mask, kv_cache=cache)
+    layers = attention_layers(model)
+    assert len(maps) == len(layers) == 1 + 2 * 2  # encoder self; decoder self and cross, per block
+    for block in model.decoder_blocks:
+        cross = maps[layers.index(block.cross_attn)]  # (B, H, T, S)
+        assert cross.shape == (2, 2, 4, 6)
+        torch.testing.assert_close(cross.sum(-1), torch.ones(2, 2, 4))
+        assert bool((cross[1, :, :, 3:] == 0).all())  # padded source positions get no weight
+    if use_cache:
+        assert cache.seq_len == 4 and cache.cross_layers[0].k.shape[2] == 6
+    # the first block's cross-attention weights, computed by hand from its inputs (dropout is off in eval)
+    memory = model.encode(source, attention_mask)
+    block = model.decoder_blocks[0]
+    with torch.no_grad():
+        h = block.self_attn_norm(model.token_embedding(target))
+        bias = model.decoder_position_bias(4, 4)
+        x = model.token_embedding(target) + block.self_attn(h, is_causal=True, score_bias=bias)
+        _, expected = block.cross_attn(
+            block.cross_attn_norm(x), memory, mask=key_mask(attention_mask.bool()), need_weights=True
+        )
+    torch.testing.assert_close(maps[layers.index(block.cross_attn)], expected)
 
 
 # ---------------------------------------------------------------------------------- pattern scores

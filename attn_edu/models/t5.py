@@ -105,8 +105,9 @@ class T5(nn.Module):
     :class:`attn_edu.kv_cache.KVCache` of ``num_decoder_layers`` layers; the decoder's self-attention
     then reads ``kv_cache.layers[i]``, and the relative bias places the new tokens after the
     ``kv_cache.seq_len`` cached ones; the cross-attention projects the keys/values of
-    ``encoder_output`` at the first step into ``kv_cache.cross_layers[i]`` and reuses them while the same
-    ``encoder_output`` tensor is passed (a new one is projected afresh). ``attention_fn`` is handed to every
+    ``encoder_output`` at the first step into ``kv_cache.cross_layers[i]`` and reuses them at every later
+    step. A cache belongs to one input: for another, start a new ``KVCache`` (or ``reset`` it); an
+    ``encoder_output`` of another shape than the cached one is refused. ``attention_fn`` is handed to every
     attention layer and must accept ``score_bias=`` (the relative bias), as the default reference does.
 
     Shapes:
@@ -220,12 +221,13 @@ class T5(nn.Module):
         x = self.embed_dropout(self.token_embedding(decoder_input_ids))  # (B, T, C)
         for i, block in enumerate(self.decoder_blocks):
             if kv_cache is None:
-                memory = {"memory": encoder_output}
+                memory_kv = block.cross_attn.project_kv(encoder_output)  # (B, H_kv, S, D) each
+                layer_cache = None
             else:  # the encoder output's K and V, projected at the first step and read back afterwards
-                memory = {"memory_kv": self._memory_kv(block, encoder_output, kv_cache.cross_layers[i])}
-            layer_cache = None if kv_cache is None else kv_cache.layers[i]
+                memory_kv = self._memory_kv(block, encoder_output, kv_cache.cross_layers[i])
+                layer_cache = kv_cache.layers[i]
             x = block(
-                x, **memory, memory_mask=memory_mask, score_bias=bias, kv_cache=layer_cache
+                x, memory_kv, memory_mask=memory_mask, score_bias=bias, kv_cache=layer_cache
             )  # (B, T, C)
         x = self.embed_dropout(self.decoder_norm(x))  # (B, T, C)
         if c.tie_embeddings:
