@@ -219,20 +219,11 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
 
     def recorder(index: int, original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         def record(
-            q: torch.Tensor,
-            k: torch.Tensor,
-            v: torch.Tensor,
-            mask: torch.Tensor | None = None,
-            *,
-            is_causal: bool = False,
-            scale: float | None = None,
-            score_bias: torch.Tensor | None = None,
+            q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None, **options: Any
         ) -> torch.Tensor:
-            maps[index] = attention_weights(
-                q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias
-            )  # (B, H, T, S)
-            extra = {} if score_bias is None else {"score_bias": score_bias}  # as the layer passes it
-            return original(q, k, v, mask, is_causal=is_causal, scale=scale, **extra)
+            # options: is_causal, scale and score_bias, exactly as the layer passes them
+            maps[index] = attention_weights(q, k, mask, **options)  # (B, H, T, S)
+            return original(q, k, v, mask, **options)
 
         return record
 
