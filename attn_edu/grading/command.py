@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,13 +155,15 @@ def _process_failure(exercise: Exercise | Question, process: dict[str, Any], lim
 def grade_notebook(
     path: Path, *, limits: Limits, seed: int = GRADER_SEED, notebook: str | None = None
 ) -> dict:
-    """Grade one learner notebook; returns the JSON-ready report (never raises for a bad submission)."""
+    """Grade one learner notebook; returns the JSON-ready report (never raises for a bad submission).
+
+    The steps, in order: pick the exercises and questions; choose the inputs and run each reference once;
+    run the notebook in its own process; judge what came back; total the points.
+    """
     started = time.monotonic()
-    report: dict[str, Any] = {"learner": path.stem, "path": str(path), "notebook": None, "exercises": []}
     number = notebook_number(path, notebook)
-    chosen = [e for i, e in exercises().items() if number and i.startswith(f"{number}.")]
-    asked = [q for i, q in questions().items() if number and i.startswith(f"{number}.")]
-    report["notebook"] = number
+    report: dict[str, Any] = {"learner": path.stem, "path": str(path), "notebook": number, "exercises": []}
+    chosen, asked = _graded_in(number)
     if not chosen and not asked:
         report.update(points=0, max_points=0, passed=False, seconds=0.0, process=None)
         report["error"] = f"cannot tell which exercises {path.name} holds (use --notebook NN)"
@@ -168,7 +171,52 @@ def grade_notebook(
     cases = {e.exercise_id: make_cases(e, seed) for e in chosen}
     # each reference runs once: its outputs size the worker's replies and then judge them
     expected = {e.exercise_id: reference_outputs(e, cases[e.exercise_id]) for e in chosen}
-    request = {
+    parsed, process = _run_worker(path, _request(path, chosen, asked, cases, expected, limits), limits)
+
+    def judged(item: Exercise | Question) -> dict[str, Any]:
+        if isinstance(item, Question):
+            answer = parsed["answers"].get(item.exercise_id)
+            return _result(item, parsed, process, limits, answer, lambda: judge_answer(item, answer))
+        outcomes = parsed["outcomes"].get(item.exercise_id)
+        n = 0 if outcomes is None else len(outcomes)
+        ran = cases[item.exercise_id][:n], outcomes, expected[item.exercise_id][:n]
+        return _result(item, parsed, process, limits, outcomes, lambda: judge(item, *ran))
+
+    results = [judged(item) for item in (*chosen, *asked)]
+    process["notes"] = parsed["notes"]
+    report.update(
+        exercises=results,
+        points=sum(r["points"] for r in results),
+        max_points=sum(r["max_points"] for r in results),
+        passed=all(r["status"] == Status.PASS.value for r in results),
+        seconds=round(time.monotonic() - started, 2),
+        process=process,
+        error=None,
+    )
+    return report
+
+
+def _graded_in(number: str | None) -> tuple[list[Exercise], list[Question]]:
+    """The exercises and concept questions of notebook ``number`` (none when it is unknown)."""
+    if not number:
+        return [], []
+    ours = f"{number}."
+    return (
+        [e for i, e in exercises().items() if i.startswith(ours)],
+        [q for i, q in questions().items() if i.startswith(ours)],
+    )
+
+
+def _request(
+    path: Path,
+    chosen: list[Exercise],
+    asked: list[Question],
+    cases: dict[str, list],
+    expected: dict[str, list],
+    limits: Limits,
+) -> dict[str, Any]:
+    """What the worker is told: the notebook, the limits, and each exercise's inputs (never its answers)."""
+    return {
         "notebook": str(path.resolve()),
         "memory_bytes": limits.memory_mb * 2**20,
         "cell_timeout": limits.cell_timeout,
@@ -187,54 +235,33 @@ def grade_notebook(
         ],
         "questions": [{"id": q.exercise_id, "variable": q.variable_name} for q in asked],
     }
-    parsed, process = _run_worker(path, request, limits)
-    results = []
-    for exercise in chosen:
-        outcomes = parsed["outcomes"].get(exercise.exercise_id)
-        if exercise.exercise_id in parsed["missing"]:
-            message = f"no function named `{exercise.function_name}` in the notebook (renamed or deleted?)"
-            hint = "keep the name used in the exercise."
-            result = result_for(exercise, Status.NOT_ATTEMPTED, message, hint)
-        elif parsed["unreadable"]:
-            message = UNREADABLE
-            result = result_for(exercise, Status.ERROR, message)
-        elif outcomes is None:
-            result = _process_failure(exercise, process, limits)
+
+
+def _result(
+    item: Exercise | Question,
+    parsed: dict[str, Any],
+    process: dict[str, Any],
+    limits: Limits,
+    reply: object,
+    judge_reply: Callable[[], CheckResult],
+) -> dict[str, Any]:
+    """One exercise's or question's line of the report, from what the worker sent back for it."""
+    if item.exercise_id in parsed["missing"]:
+        if isinstance(item, Question):
+            message = (
+                f"no `{item.variable_name}` in the notebook and no check({item.exercise_id!r}, ...) call"
+            )
         else:
-            n = len(outcomes)
-            result = judge(
-                exercise, cases[exercise.exercise_id][:n], outcomes, expected[exercise.exercise_id][:n]
-            )
-        results.append({"title": exercise.title, **result.to_dict()})
-    for question in asked:
-        answer = parsed["answers"].get(question.exercise_id)
-        if question.exercise_id in parsed["missing"]:
-            message = f"no `{question.variable_name}` in the notebook and no check({question.exercise_id!r}, ...) call"
-            result = result_for(
-                question, Status.NOT_ATTEMPTED, message, "keep the name used in the question."
-            )
-        elif parsed["unreadable"]:
-            result = result_for(
-                question,
-                Status.ERROR,
-                UNREADABLE,
-            )
-        elif answer is None:
-            result = _process_failure(question, process, limits)
-        else:
-            result = judge_answer(question, answer)
-        results.append({"title": question.title, **result.to_dict()})
-    process["notes"] = parsed["notes"]
-    report.update(
-        exercises=results,
-        points=sum(r["points"] for r in results),
-        max_points=sum(r["max_points"] for r in results),
-        passed=all(r["status"] == Status.PASS.value for r in results),
-        seconds=round(time.monotonic() - started, 2),
-        process=process,
-        error=None,
-    )
-    return report
+            message = f"no function named `{item.function_name}` in the notebook (renamed or deleted?)"
+        kind = "question" if isinstance(item, Question) else "exercise"
+        result = result_for(item, Status.NOT_ATTEMPTED, message, f"keep the name used in the {kind}.")
+    elif parsed["unreadable"]:
+        result = result_for(item, Status.ERROR, UNREADABLE)
+    elif reply is None:
+        result = _process_failure(item, process, limits)
+    else:
+        result = judge_reply()
+    return {"title": item.title, **result.to_dict()}
 
 
 # ---------------------------------------------------------------------------------------------------------
