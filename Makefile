@@ -172,9 +172,10 @@ nbval-nb: setup
 	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) $(NB_PATHS)
 	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) $(NB_PATHS)
 
+# Run the course notebooks again and store their outputs: every one, or those NB names (NB=02,04).
 notebooks: setup
 	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.timeout=300 course/*.ipynb
+		--ExecutePreprocessor.timeout=300 $(or $(strip $(NB_PATHS)),course/*.ipynb)
 
 solutions: setup
 	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \

@@ -226,3 +226,21 @@ def test_the_grader_passes_the_solution_and_survives_hostile_kernels(tmp_path: P
     crashed = graded["crashing"]["12.4"]  # a crash of another kind still ends only its own process
     assert crashed["status"] == "ERROR" and "SIGSEGV" in crashed["message"], crashed
     assert graded["crashing"]["12.1"]["status"] == "NOT_ATTEMPTED"  # graded before the crash
+
+
+@pytest.mark.parametrize("missing", ["_get_np_dtype", "GridExecutor._init_args_hst"])
+def test_the_bounds_watch_turns_itself_off_where_triton_lacks_what_it_uses(
+    missing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch leans on Triton's private interpreter names; where one is missing (another Triton), the
+    block runs unwatched instead of failing the learner with an ImportError that is not theirs."""
+    import triton.runtime.interpreter as interpreter
+
+    from attn_edu.grading.bounds import bounds_checked
+
+    with bounds_checked() as on:
+        assert on is True
+    owner, _, name = missing.rpartition(".")
+    monkeypatch.delattr(getattr(interpreter, owner) if owner else interpreter, name)
+    with bounds_checked() as on:
+        assert on is False

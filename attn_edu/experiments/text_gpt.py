@@ -55,7 +55,7 @@ DEFAULT_CONFIG = GPTConfig(
 )
 DEFAULT_STEPS = 1200  # 4.5-6.5 minutes on two CPU cores (~12 passes over the training text)
 DEFAULT_BATCH_SIZE = 32  # windows per step: 32 · 128 = 4,096 characters
-DEFAULT_LR = 1e-3  # AdamW, constant (attn_edu.train.train has no schedule); 2e-3 and up stall for longer
+DEFAULT_LR = 1e-3  # AdamW, constant (the shipped weights were trained so); 2e-3 and up stall for longer
 
 # The sliding-window model: about as many weights as the GPT, trained on the same 4,096 characters a
 # step (16 windows of 256), each token attending to the 128 before it and itself.

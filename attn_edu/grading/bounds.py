@@ -7,14 +7,14 @@ must lie inside one of the tensors the kernel was launched with, or the lane is 
 by how far it is from the nearest tensor, as :class:`OutOfBounds`, before anything is read or written.
 
 It works by wrapping three methods of ``triton.runtime.interpreter`` (the launch's argument copy, the masked
-load and the masked store) for the duration of the block. Where the installed Triton has no such methods,
-the block runs unwatched (the grading command's sandbox still survives a crash).
+load and the masked store) for the duration of the block, and reads element sizes with its private
+``_get_np_dtype``. Where the installed Triton has none of these names, the block runs unwatched (the grading command's sandbox still survives a crash).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,10 +35,12 @@ def _storages(value: Any, found: list[tuple[int, int, str]], name: str) -> None:
         found.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
 
 
-def _check(ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, what: str) -> None:
+def _check(
+    ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, what: str, np_dtype: Callable[[Any], Any]
+) -> None:
     addresses = np.asarray(ptrs.data, dtype=np.uint64)
     live = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
-    size = np.dtype(_element_dtype(ptrs)).itemsize
+    size = np.dtype(np_dtype(ptrs.get_element_ty())).itemsize
     inside = np.zeros(addresses.shape, dtype=bool)
     for start, end, _ in ranges:
         inside |= (addresses >= start) & (addresses + size <= end)
@@ -56,12 +58,6 @@ def _check(ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, what: str) 
     )
 
 
-def _element_dtype(ptrs: Any) -> Any:
-    from triton.runtime.interpreter import _get_np_dtype
-
-    return _get_np_dtype(ptrs.get_element_ty())
-
-
 @contextmanager
 def bounds_checked() -> Iterator[bool]:
     """Check every address of every masked load and store of the kernels launched in the block (Triton's
@@ -77,10 +73,12 @@ def bounds_checked() -> Iterator[bool]:
         yield False
         return
     executor, builder = getattr(tri, "GridExecutor", None), getattr(tri, "InterpreterBuilder", None)
+    np_dtype = getattr(tri, "_get_np_dtype", None)  # a pointer's element type -> its NumPy dtype
     names = ("_init_args_hst", "create_masked_load", "create_masked_store")
     if (
         executor is None
         or builder is None
+        or np_dtype is None
         or not all(hasattr(cls, n) for cls, n in zip((executor, builder, builder), names))
     ):
         yield False
@@ -99,11 +97,11 @@ def bounds_checked() -> Iterator[bool]:
         return args_hst, kwargs_hst
 
     def watched_load(self: Any, ptrs: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
-        _check(ranges, ptrs, mask, "tl.load")
+        _check(ranges, ptrs, mask, "tl.load", np_dtype)
         return load(self, ptrs, mask, *args, **kwargs)
 
     def watched_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
-        _check(ranges, ptrs, mask, "tl.store")
+        _check(ranges, ptrs, mask, "tl.store", np_dtype)
         return store(self, ptrs, value, mask, *args, **kwargs)
 
     executor._init_args_hst, builder.create_masked_load = watched_init, watched_load
