@@ -6,6 +6,7 @@ must not (DESIGN.md, "Layers")."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,22 @@ FLOORS = {
     "bench": ["bench"],
 }
 LEVEL = {top: i for i, tops in enumerate(FLOORS.values()) for top in tops}
+# The names of the floors in the README's table "Where things live", which a maintainer reads.
+README_FLOORS = {"blocks": "building blocks"}  # the others are called the same there
+
+
+def test_the_readmes_table_of_floors_is_floors():
+    """The README's table lists the floors of FLOORS in order, and in each row every module of that floor."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Where things live") :]
+    section = section[: section.index("\n### ", 1)]
+    rows = dict(re.findall(r"^\| ([a-z ]+) \| (.+) \|$", section, flags=re.M))
+    rows.pop("floor", None)  # the header
+    assert list(rows) == [README_FLOORS.get(floor, floor) for floor in FLOORS]
+    for floor, tops in FLOORS.items():
+        named = set(re.findall(r"`([a-z_]+)(?:\.py|/)?`", rows[README_FLOORS.get(floor, floor)]))
+        missing = [top for top in tops if top != "__init__" and top not in named]
+        assert not missing, f"the README's {floor!r} row does not name {missing}"
 
 
 def _modules() -> list[Path]:
