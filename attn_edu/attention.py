@@ -72,13 +72,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
 
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """:func:`masked_softmax` once its arguments are checked: the public functions check, this computes."""
-    work = scores.to(_compute_dtype(scores.dtype))
+    work = scores.to(_compute_dtype(scores.dtype))  # float32 for half precision
     if mask is None:
         return torch.softmax(work, dim=-1).to(scores.dtype)  # (..., T, S)
-    work = work.masked_fill(~mask, float("-inf"))  # (..., T, S)
-    has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
-    work = work.masked_fill(~has_key, 0.0)  # (..., T, S)
-    weights = torch.softmax(work, dim=-1).masked_fill(~mask, 0.0)  # (..., T, S)
+    work = work.masked_fill(~mask, float("-inf"))  # (..., T, S): exp(-inf) = 0, so hidden keys weigh 0
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1): False where a query sees no key at all
+    work = work.masked_fill(~has_key, 0.0)  # (..., T, S): not 0/0 = NaN for such a row, but finite scores
+    weights = torch.softmax(work, dim=-1).masked_fill(~mask, 0.0)  # (..., T, S): then its weights are zeroed
     return weights.to(scores.dtype)
 
 
