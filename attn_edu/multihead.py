@@ -385,9 +385,8 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         self._check_query(query)
-        k, v = self.project_kv(
-            key, value, batch=query.shape[0]
-        )  # (B, H_kv, S, D) each, right by construction
+        # (B, H_kv, S, D) each: right by construction, so _attend checks them no more
+        k, v = self.project_kv(key, value, batch=query.shape[0])
         return self._attend(query, k, v, mask, is_causal, score_bias, kv_cache, need_weights)
 
     def project_kv(

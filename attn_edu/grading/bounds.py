@@ -8,7 +8,8 @@ by how far it is from the nearest tensor, as :class:`OutOfBounds`, before anythi
 
 It works by wrapping three methods of ``triton.runtime.interpreter`` (the launch's argument copy, the masked
 load and the masked store) for the duration of the block, and reads element sizes with its private
-``_get_np_dtype``. Where the installed Triton has none of these names, the block runs unwatched (the grading command's sandbox still survives a crash).
+``_get_np_dtype``. Where the installed Triton lacks any of these names, the block runs unwatched (the grading
+command's sandbox still survives a crash).
 """
 
 from __future__ import annotations

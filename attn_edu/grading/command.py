@@ -248,12 +248,13 @@ def _result(
     """One exercise's or question's line of the report, from what the worker sent back for it."""
     if item.exercise_id in parsed["missing"]:
         if isinstance(item, Question):
+            kind = "question"
             message = (
                 f"no `{item.variable_name}` in the notebook and no check({item.exercise_id!r}, ...) call"
             )
         else:
+            kind = "exercise"
             message = f"no function named `{item.function_name}` in the notebook (renamed or deleted?)"
-        kind = "question" if isinstance(item, Question) else "exercise"
         result = result_for(item, Status.NOT_ATTEMPTED, message, f"keep the name used in the {kind}.")
     elif parsed["unreadable"]:
         result = result_for(item, Status.ERROR, UNREADABLE)
