@@ -7,8 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from attn_edu.grading import Status, check
-from attn_edu.grading.checks.blocks import counted_block_flops, toy_sublayers
+from attn_edu.grading.checks.blocks import counted_block_flops
 from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.given import toy_sublayers
 from attn_edu.grading.registry import get_exercise
 
 IDS = ("08.1", "08.2", "08.3", "08.4", "08.6")

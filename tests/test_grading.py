@@ -166,13 +166,19 @@ def test_a_call_into_the_package_fails_even_when_it_then_crashes() -> None:
 
 
 def test_classes_methods_and_context_managers_of_the_package_count() -> None:
+    from attn_edu.grading.given import toy_sublayers
     from attn_edu.interp import gate_heads
     from attn_edu.multihead import MultiHeadAttention
 
-    given = MultiHeadAttention(8, 2)  # as a case would hand over a model
+    attn, ffn, attn_norm, _ = toy_sublayers(8, 2, seed=0)  # the parts exercise 08.2 hands over
     with watch_shortcuts() as called:
-        given(torch.randn(1, 3, 8))  # using a model handed over: forward runs from torch's Module.__call__
+        attn(attn_norm(torch.randn(1, 3, 8)))  # used as intended: forward runs from torch's Module.__call__
+        ffn.forward(torch.randn(1, 3, 8))
     assert called == []
+    library = MultiHeadAttention(8, 2)  # the library's own module, behind torch's Module.__call__
+    with watch_shortcuts() as called:
+        library(torch.randn(1, 3, 8))
+    assert called == ["attn_edu.multihead.MultiHeadAttention.forward"]
     with watch_shortcuts() as called:
         attn = MultiHeadAttention(8, 2)
         with gate_heads(attn, torch.ones(2)):  # entered through contextlib

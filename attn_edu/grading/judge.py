@@ -189,8 +189,9 @@ def judge(
             )
         if outcome.kind == "shortcut":
             message = f"calls {outcome.detail} from the attn_edu package for {where}"
-            if outcome.detail == "sys.setprofile":
-                message = f"switched off the watch for calls into attn_edu (sys.setprofile) for {where}"
+            tampered = [name for name in ("sys.setprofile", "sys.settrace") if name in outcome.detail]
+            if tampered:
+                message = f"switched off the watch for calls into attn_edu ({tampered[0]}) for {where}"
             hint = (
                 "the exercise is to write this yourself with torch operations; the package's own "
                 "version is what your answer is compared with."

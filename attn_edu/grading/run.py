@@ -75,10 +75,13 @@ def in_grader_child() -> bool:
 
 
 # Where code lives decides whose call it is. The grading machinery (this folder, not its checks) runs the
-# learner's function; the package proper, the checks' references and PyTorch are trusted callers.
+# learner's function; the package proper, the checks' references and the parts an exercise hands out
+# (given.py) are trusted callers. PyTorch and the standard library are looked through, to the code that made
+# the call: a library function behind torch.no_grad() or an nn.Module is still the learner's call.
 _GRADING_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _PACKAGE_DIR = os.path.dirname(_GRADING_DIR.rstrip(os.sep)) + os.sep
 _CHECKS_DIR = os.path.join(_GRADING_DIR, "checks") + os.sep
+_GIVEN_FILE = os.path.join(_GRADING_DIR, "given.py")
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
@@ -89,59 +92,96 @@ def _package_code(filename: str) -> bool:
 
 
 def _trusted_caller(filename: str) -> bool:
-    """Calls from here are the package at work: its own modules, the checks' references, PyTorch."""
-    return _package_code(filename) or filename.startswith((_CHECKS_DIR, _TORCH_DIR))
+    """Calls from here are the package at work: its own modules, the checks' references, the given parts."""
+    return _package_code(filename) or filename.startswith(_CHECKS_DIR) or filename == _GIVEN_FILE
+
+
+def _looked_through(filename: str) -> bool:
+    """Frames between a call and the code that made it: PyTorch, the standard library, generated code."""
+    return filename.startswith((_TORCH_DIR, _STDLIB_DIR)) or filename == "<string>"
+
+
+# The lists of the watches open now, innermost last: an audit hook (which no code can remove once added)
+# notes there any change of the profiler or tracer made while a watch is open.
+_OPEN_WATCHES: list[list[str]] = []
+_AUDITED = {"sys.setprofile", "sys.settrace"}
+
+
+_THREADING_FILE = os.path.abspath(threading.__file__)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    # A thread that the block starts puts the watch's own hook in place (threading.setprofile): not a change.
+    if _OPEN_WATCHES and event in _AUDITED and sys._getframe(1).f_code.co_filename != _THREADING_FILE:
+        _OPEN_WATCHES[-1].append(event)
+
+
+_audit_hook_added: list[bool] = []
 
 
 @contextmanager
 def watch_shortcuts() -> Iterator[list[str]]:
-    """Record every ``attn_edu`` function, method or class that the code in the block calls *directly*.
+    """Record every ``attn_edu`` function, method or class that the code in the block reaches.
 
-    A profile hook (:func:`sys.setprofile`, this thread only) sees each Python call. A call counts when
-    its code lives in the ``attn_edu`` package (outside :mod:`attn_edu.grading`: neither the grading machinery nor its checks)
-    and its caller is the learner's: neither the package's own code nor PyTorch's (``module(x)`` on a
-    model that a case hands over enters ``forward`` from PyTorch's ``Module.__call__``: that is using the
-    model, not copying it). ``check(id, attn_edu.masks.causal_mask)`` counts too: the grading code
-    calls the function under test. The yielded list fills with qualified names, e.g.
-    ``"attn_edu.masks.causal_mask"``; it holds ``"sys.setprofile"`` if the block removed the hook.
+    A profile hook (:func:`sys.setprofile`, and :func:`threading.setprofile` for threads the block starts)
+    sees each Python call. A call counts when its code lives in the ``attn_edu`` package (outside
+    :mod:`attn_edu.grading`) and the code that made it, looking through PyTorch and the standard library,
+    is the learner's: ``torch.no_grad()(library_fn)``, ``functools.partial``, a library ``nn.Module``
+    called as ``module(x)`` all count, as does ``check(id, attn_edu.masks.causal_mask)`` itself. Calls
+    made by the package's own code, the checks' references and the parts an exercise hands out
+    (:mod:`attn_edu.grading.given`, which a learner's function may call as intended) do not. The yielded
+    list fills with qualified names, e.g. ``"attn_edu.masks.causal_mask"``; it holds ``"sys.setprofile"``
+    (or ``"sys.settrace"``) if the block changed the profiler or tracer, even if it put the hook back.
 
     Example:
+        >>> import torch
         >>> from attn_edu import masks
         >>> with watch_shortcuts() as called:
-        ...     _ = masks.causal_mask(3, 3)
+        ...     _ = torch.no_grad()(masks.causal_mask)(3, 3)
         >>> called
         ['attn_edu.masks.causal_mask']
     """
+    from attn_edu.grading.given import is_given
+
     called: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event != "call" or not _package_code(frame.f_code.co_filename):
             return
         caller = frame.f_back
-        # Look through the standard library (contextlib, functools) and generated code (a dataclass's
-        # __init__) to the code that made the call.
-        while caller is not None and (
-            caller.f_code.co_filename.startswith(_STDLIB_DIR) or caller.f_code.co_filename == "<string>"
-        ):
+        while caller is not None and _looked_through(caller.f_code.co_filename):
             caller = caller.f_back
-        if caller is not None and _trusted_caller(caller.f_code.co_filename):
+        if caller is None or _trusted_caller(caller.f_code.co_filename):
             return  # not the learner's call (the grading code calling fn itself is: fn is what is checked)
+        if is_given(frame.f_locals.get("self")):
+            return  # a module the exercise handed out, used as intended
         module = frame.f_globals.get("__name__", "attn_edu")
         name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # co_qualname: Python 3.11+
         called.append(f"{module}.{name}")
 
-    previous = sys.getprofile()
+    if not _audit_hook_added:
+        sys.addaudithook(_audit)
+        _audit_hook_added.append(True)
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(profile)
+    threading.setprofile(profile)
+    _OPEN_WATCHES.append(called)
+
+    def close() -> None:
+        _OPEN_WATCHES.remove(called)
+        threading.setprofile(previous_threads)
+        sys.setprofile(previous)
+
     try:
         yield called
     except BaseException:
         # Python drops a profile hook that raises, and a time limit's exception can land inside it:
         # so a block that raised is not suspected of removing the hook (it returned nothing anyway).
-        sys.setprofile(previous)
+        close()
         raise
-    if sys.getprofile() is not profile:
+    if sys.getprofile() is not profile and "sys.setprofile" not in called:
         called.append("sys.setprofile")
-    sys.setprofile(previous)
+    close()
 
 
 def shortcut_outcome(called: Sequence[str]) -> Outcome | None:

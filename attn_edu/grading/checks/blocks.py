@@ -9,18 +9,15 @@ known-wrong versions are the usual slips (the norm on the wrong side of the resi
 gate and the up projection swapped, the projections left out of a FLOP count), so a check can name them.
 
 The grading command sends a learner's function only tensors and numbers, so the block exercises receive
-``num_heads`` and a ``seed`` and rebuild the reference's sub-layers with :func:`toy_sublayers`.
+``num_heads`` and a ``seed`` and rebuild the reference's sub-layers with :func:`~attn_edu.grading.given.toy_sublayers`.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from attn_edu import masks
-from attn_edu._validate import check_positive_int
 from attn_edu.blocks import (
     FeedForward,
     PostNormEncoderBlock,
@@ -31,6 +28,7 @@ from attn_edu.blocks import (
     block_flops,
 )
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.given import Sublayers, toy_sublayers
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -120,48 +118,6 @@ RMS_NORM = Exercise(
     difficulty=1,
     minutes=10,
 )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Sub-layers for the block exercises
-
-
-class Sublayers(NamedTuple):
-    """The four parts a block is assembled from (unpack as ``attn, ffn, attn_norm, ffn_norm``)."""
-
-    attn: MultiHeadAttention  # self-attention, called as attn(x)
-    ffn: FeedForward  # position-wise FFN, called as ffn(x)
-    attn_norm: nn.LayerNorm  # the norm that belongs to the attention sub-layer
-    ffn_norm: nn.LayerNorm  # the norm that belongs to the FFN sub-layer
-
-
-def toy_sublayers(dim: int, num_heads: int, seed: int) -> Sublayers:
-    """Small, seeded sub-layers for one block: multi-head attention, a GELU FFN and two LayerNorms.
-
-    The same ``(dim, num_heads, seed)`` always gives the same weights, in any process. The norms get
-    random gains and biases (not PyTorch's 1 and 0), different for the two norms, so a norm used in the
-    wrong place changes the output. The caller's random state is left as it was.
-
-    Example:
-        >>> attn, ffn, attn_norm, ffn_norm = toy_sublayers(12, 3, seed=0)
-        >>> x = torch.randn(2, 5, 12)
-        >>> (x + attn(attn_norm(x))).shape
-        torch.Size([2, 5, 12])
-        >>> torch.equal(toy_sublayers(12, 3, seed=0).ffn_norm.bias, ffn_norm.bias)
-        True
-    """
-    check_positive_int("dim", dim)
-    check_positive_int("num_heads", num_heads)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        attn = MultiHeadAttention(dim, num_heads)
-        ffn = FeedForward(dim, 3 * dim, activation="gelu")
-        norms = [nn.LayerNorm(dim), nn.LayerNorm(dim)]
-        with torch.no_grad():
-            for norm in norms:
-                norm.weight.copy_(1.0 + 0.5 * torch.randn(dim))
-                norm.bias.copy_(0.5 * torch.randn(dim))
-    return Sublayers(attn, ffn, *norms)
 
 
 def _block_cases(g: torch.Generator) -> list[Case]:
