@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attn_edu.grading import Status, check
+from attn_edu.grading.command import GRADER_SEED
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 from attn_edu.positional import wavelengths
@@ -58,6 +59,16 @@ def _bucket_by_loop(relative_position, num_buckets=32, max_distance=128):
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)
     assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, GRADER_SEED])
+def test_the_drawn_table_sizes_keep_the_edge_cases(seed: int) -> None:
+    sizes = [case.args for case in make_cases(EXERCISES["06.1"], seed)]
+    assert all(n >= 1 and d >= 2 and d % 2 == 0 for n, d in sizes)
+    assert any(d == 2 for _, d in sizes)  # a single pair, where all the exponent slips agree with the answer
+    assert any(d & (d - 1) for _, d in sizes)  # a dim that is not a power of two
+    assert any(n < d for n, d in sizes)  # fewer positions than columns
+    assert max(n for n, _ in sizes) <= 100  # angles up to ~100 rad: within atol=1e-4 in float32
 
 
 def test_cases_cover_t_not_equal_s_and_odd_head_counts() -> None:

@@ -1,6 +1,6 @@
 """Every registered exercise, whichever notebook it belongs to: the reference passes, a stub is not attempted,
-each known mistake fails with its own hint (on the notebook's inputs and on the grading command's), and every
-solution notebook's exercises are registered.
+each known mistake fails with its own hint (on the notebook's inputs and on the grading command's, which differ),
+and every solution notebook's exercises are registered.
 
 Concept-specific tests (independent correct versions, edge cases) live in ``tests/test_checks_<concept>.py``.
 """
@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.command import GRADER_SEED
-from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.exercise import Case, make_cases
 from attn_edu.grading.judge import judge
 from attn_edu.grading.registry import exercises
 from attn_edu.grading.run import run_case
@@ -59,6 +60,25 @@ def _package_twin(exercise_id: str):
 
 
 TWINS = {eid: twin for eid in IDS if (twin := _package_twin(eid)) is not None}
+
+# Exercises whose sizes, bases and factors (not only the tensors' entries) are drawn from the seed: besides the
+# notebook's seed (0, what check() uses) and the grader's, they are judged on MORE_SEEDS, so that the reference
+# passes and each mistake is named at whatever the generator draws.
+SIZES_DRAWN = ("06.1", "07.3", "07.4")
+MORE_SEEDS = (1, 2, 3, 4)
+
+
+def _grader_seeds(exercise_id: str) -> tuple[int, ...]:
+    """The seeds on which an exercise is judged as the grading command judges it."""
+    return (GRADER_SEED, *MORE_SEEDS) if exercise_id in SIZES_DRAWN else (GRADER_SEED,)
+
+
+def _graded(exercise_id: str, fn, seed: int):
+    """What the grading command's judge says of ``fn`` on the cases of ``seed``."""
+    exercise = EXERCISES[exercise_id]
+    cases = make_cases(exercise, seed)
+    return judge(exercise, cases, [run_case(fn, case, None) for case in cases])
+
 
 # Exercises whose answer is a measurement too small to have a library function of its own. Every other
 # reference must call the library's concept code, so that changing the library moves its exercises.
@@ -115,6 +135,9 @@ def test_every_solution_notebook_has_registered_exercises() -> None:
 def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
     exercise = EXERCISES[exercise_id]
     assert check(exercise_id, exercise.reference).status is Status.PASS
+    for seed in _grader_seeds(exercise_id):
+        graded = _graded(exercise_id, exercise.reference, seed)
+        assert graded.status is Status.PASS, (seed, graded)
 
     def stub(*args, **kwargs):
         raise NotImplementedError(f"Exercise {exercise_id}: ...")
@@ -131,10 +154,37 @@ def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
     mistake = exercise.mistakes[index]
     result = check(exercise_id, mistake.fn)
     assert result.status is Status.FAIL and result.hint == mistake.message, result
-    cases = make_cases(exercise, GRADER_SEED)  # the grading command's inputs
-    outcomes = [run_case(mistake.fn, case, None) for case in cases]
-    graded = judge(exercise, cases, outcomes)
-    assert graded.status is Status.FAIL and graded.hint == mistake.message, graded
+    for seed in _grader_seeds(exercise_id):  # the grading command's inputs, and more where sizes are drawn
+        graded = _graded(exercise_id, mistake.fn, seed)
+        assert graded.status is Status.FAIL and graded.hint == mistake.message, (seed, graded)
+
+
+def _same_inputs(a: Case, b: Case) -> bool:
+    """Whether two cases call the function with equal arguments (tensors: same shape, dtype and entries)."""
+
+    def equal(x, y) -> bool:
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            tensors = isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+            return tensors and x.dtype == y.dtype and torch.equal(x, y)
+        return type(x) is type(y) and x == y
+
+    same_args = len(a.args) == len(b.args) and all(map(equal, a.args, b.args))
+    return (
+        same_args
+        and a.kwargs.keys() == b.kwargs.keys()
+        and all(equal(a.kwargs[k], b.kwargs[k]) for k in a.kwargs)
+    )
+
+
+@pytest.mark.parametrize("exercise_id", IDS)
+def test_the_grading_command_draws_other_inputs_than_the_notebook(exercise_id: str) -> None:
+    """A learner who computes the answers to check()'s inputs in the notebook (seed 0) with the library and
+    returns them by lookup meets other inputs in the grading command: its cases depend on the seed."""
+    exercise = EXERCISES[exercise_id]
+    notebook, grader = make_cases(exercise, 0), make_cases(exercise, GRADER_SEED)
+    assert len(notebook) != len(grader) or not all(map(_same_inputs, notebook, grader)), (
+        f"{exercise_id}'s cases ignore the generator: draw sizes or values from it"
+    )
 
 
 def test_most_exercises_have_a_package_twin() -> None:

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from attn_edu.grading import Status, check
+from attn_edu.grading.command import GRADER_SEED
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
 IDS = ("07.1", "07.2", "07.3", "07.5")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
+SEEDS = (0, 1, 2, 3, 4, GRADER_SEED)  # the notebook's, a few more, the grader's
 
 
 # Independent correct versions: explicit 2x2 rotations and complex numbers, not the references' code.
@@ -56,6 +58,15 @@ def _ntk_by_last_pair(head_dim, factor, base=10000.0):
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)
     assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_drawn_ntk_cases_keep_the_edge_cases(seed: int) -> None:
+    cases = make_cases(EXERCISES["07.3"], seed)
+    assert all(D % 2 == 0 and D >= 4 and factor > 1 for D, factor in (c.args for c in cases))
+    assert any(c.args[0] <= 6 for c in cases)  # a small head, where D / (D - 2) is far from 1
+    assert any(c.args[0] & (c.args[0] - 1) for c in cases)  # a head_dim that is not a power of two
+    assert any("base" in c.kwargs for c in cases) and any(not c.kwargs for c in cases)  # and the default base
 
 
 def test_offset_score_really_is_the_score_at_absolute_positions() -> None:
@@ -102,11 +113,21 @@ def test_transformers_yarn_init_passes_the_yarn_check() -> None:
     assert result.status is Status.PASS, result
 
 
-def test_yarn_cases_cover_the_hard_inputs() -> None:
-    cases = make_cases(get_exercise("07.4"), 0)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_yarn_cases_cover_the_hard_inputs(seed: int) -> None:
+    cases = make_cases(get_exercise("07.4"), seed)
     assert any(c.args[0] & (c.args[0] - 1) for c in cases)  # a head_dim that is not a power of two
     assert any(c.args[2] & (c.args[2] - 1) for c in cases)  # a context that is not a power of two
     assert any("beta_fast" in c.kwargs for c in cases) and any("base" in c.kwargs for c in cases)
+    # the ramp's rounded ends lie inside the table and apart (never the low == high corner)
+    for case in cases:
+        D, _, L = case.args
+        base = case.kwargs.get("base", 10000.0)
+        fast, slow = case.kwargs.get("beta_fast", 32.0), case.kwargs.get("beta_slow", 1.0)
+        turns = torch.tensor([fast, slow], dtype=torch.float64)
+        index = D * torch.log(L / (2 * math.pi * turns)) / (2 * math.log(base))  # pairs with that many turns
+        low, high = math.floor(index[0]), math.ceil(index[1])
+        assert 0 <= low < high <= D // 2 - 1, (case, low, high)  # pair 0 kept, the last pair interpolated
 
 
 # 07.5: the score by distance from complex numbers, and the property that measures it at absolute positions.

@@ -21,9 +21,20 @@ from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 # 06.1 the sinusoidal table
 
 
+def _draw(g: torch.Generator, low: int, high: int) -> int:
+    """A random int in ``low .. high`` (both included): sizes differ from seed to seed."""
+    return int(torch.randint(low, high + 1, (1,), generator=g))
+
+
 def _sinusoidal_cases(g: torch.Generator) -> list[Case]:
-    del g  # the inputs are sizes only
-    return [Case((7, 6)), Case((50, 10)), Case((13, 2)), Case((33, 34)), Case((97, 64))]
+    wide = 2 * _draw(g, 16, 32)  # 32 .. 64 columns
+    return [
+        Case((_draw(g, 5, 12), 2 * _draw(g, 3, 5))),  # a small table, dim 6 .. 10
+        Case((_draw(g, 40, 60), 2 * (2 * _draw(g, 2, 7) + 1))),  # dim = 2 · odd: not a power of two
+        Case((_draw(g, 8, 20), 2)),  # dim = 2: a single pair, ω_0 = 1
+        Case((wide - _draw(g, 1, 8), wide)),  # fewer positions than columns
+        Case((_draw(g, 80, 100), 2 * _draw(g, 24, 40))),  # the widest table: angles up to ~100 rad
+    ]
 
 
 def _sinusoidal_reference(num_positions: int, dim: int) -> torch.Tensor:

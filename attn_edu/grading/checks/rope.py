@@ -26,6 +26,16 @@ def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=g)
 
 
+def _draw(g: torch.Generator, low: int, high: int) -> int:
+    """A random int in ``low .. high`` (both included): sizes and bases differ from seed to seed."""
+    return int(torch.randint(low, high + 1, (1,), generator=g))
+
+
+def _factor(g: torch.Generator) -> float:
+    """A context-extension factor ``s`` in 1.5 .. 16, in steps of 0.5."""
+    return _draw(g, 3, 32) / 2
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 07.1 RoPE in the half-split layout
 
@@ -160,13 +170,12 @@ OFFSET_SCORE = Exercise(
 
 
 def _ntk_cases(g: torch.Generator) -> list[Case]:
-    del g  # the inputs are sizes only
     return [
-        Case((64, 4.0)),
-        Case((128, 8.0)),
-        Case((6, 2.0)),
-        Case((10, 3.5), {"base": 500.0}),
-        Case((96, 16.0), {"base": 500000.0}),
+        Case((2 ** _draw(g, 5, 7), _factor(g))),  # D = 32, 64 or 128, as in real models
+        Case((2 * _draw(g, 20, 60), _factor(g))),  # D = 40 .. 120
+        Case((2 * _draw(g, 2, 3), _factor(g))),  # D = 4 or 6: D / (D - 2) is far from 1
+        Case((2 * (2 * _draw(g, 2, 7) + 1), _factor(g)), {"base": 100.0 * _draw(g, 2, 20)}),  # D = 2 · odd
+        Case((2 * _draw(g, 32, 64), _factor(g)), {"base": 100000.0 * _draw(g, 2, 10)}),  # a Llama-3-like base
     ]
 
 
@@ -225,13 +234,24 @@ NTK = Exercise(
 
 
 def _yarn_cases(g: torch.Generator) -> list[Case]:
-    del g  # the inputs are sizes only
+    # The ranges keep both ends of the ramp inside the table and apart (0 <= floor(d(beta_fast)) <
+    # ceil(d(beta_slow)) <= D/2 - 1, so never the low == high corner): pair 0 keeps θ_0, the last pair is
+    # interpolated, and the pairs in between are on the ramp, where the known mistakes differ.
     return [
-        Case((64, 4.0, 2048)),
-        Case((128, 8.0, 4096), {"base": 500000.0}),  # a Llama-3-like base
-        Case((48, 2.5, 1000)),  # D and L not powers of two
-        Case((96, 16.0, 8192), {"base": 1000000.0, "beta_fast": 16.0, "beta_slow": 2.0}),
-        Case((40, 3.0, 512), {"beta_fast": 24.0}),
+        Case((2 ** _draw(g, 5, 7), _factor(g), 2 ** _draw(g, 9, 13))),  # D and L powers of two
+        Case(
+            (2 * _draw(g, 32, 64), _factor(g), 2 ** _draw(g, 11, 13)),
+            {"base": 100000.0 * _draw(g, 2, 10)},  # a Llama-3-like base
+        ),
+        Case((2 * (2 * _draw(g, 8, 15) + 1), _factor(g), 100 * _draw(g, 5, 30))),  # D and L not powers of two
+        Case(
+            (2 * _draw(g, 40, 64), _factor(g), 2 ** _draw(g, 12, 14)),
+            {"base": 1000000.0, "beta_fast": float(_draw(g, 12, 24)), "beta_slow": _draw(g, 1, 4) / 2},
+        ),
+        Case(
+            (2 * _draw(g, 16, 32), _factor(g), 100 * _draw(g, 5, 20)),
+            {"beta_fast": float(_draw(g, 16, 48))},  # beta_fast alone moves the ramp's lower end
+        ),
     ]
 
 
