@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product.ipynb"
 SOLUTION = ROOT / "solutions" / "02_qkv_scaled_dot_product.ipynb"
 LIMITS = ["--timeout", "3", "--cell-timeout", "4", "--notebook-timeout", "15", "--memory-mb", "2048"]
+# These submissions test what a plain process survives; the sandbox's own guarantees are tested with the attacks
+# (tests/test_grading_attacks.py). Without it each notebook starts in a second instead of four.
+PLAIN = ["--sandbox", "none"]
 
 PATCHES = {
     "patch_allclose": "torch.allclose = lambda *args, **kwargs: True",
@@ -144,6 +148,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "--jobs",
         "2",
         *LIMITS,
+        *PLAIN,
     ]
     command += ["--json", str(out / "grades.json"), "--csv", str(out / "grades.csv")]
     run = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=out)
@@ -289,20 +294,61 @@ def test_decode_outcome_rejects_malformed_results(raw: object) -> None:
         protocol.decode_outcome(raw, max_elements=10)
 
 
-def test_read_events_ignores_bad_lines(tmp_path: Path) -> None:
-    results = tmp_path / "results.jsonl"
-    good = {"event": "exercise", "id": "02.1", "outcomes": [{"kind": "error", "detail": "x\x1b[2J"}]}
-    lines = [
-        '{"event": "started"}',
-        '{"event": "exercise", "id": "02.9", "missing": true}',  # not an exercise of this notebook
-        '{"event": "exercise", "id": "02.2", "outcomes": [{"kind": "tensor", "dtype": "float32", '
-        '"shape": [1], "data": [NaN]}]}',  # a bare NaN is not JSON
-        json.dumps(good),
-        json.dumps({**good, "outcomes": [{"kind": "timeout", "detail": "1 s"}]}),  # a second 02.1 is ignored
-        "[" * 100000,
+def test_a_reply_is_read_only_as_the_answer_to_the_request_just_sent() -> None:
+    good = {
+        "event": "exercise",
+        "id": "02.1",
+        "nonce": "n1",
+        "outcomes": [{"kind": "error", "detail": "x\x1b[2J"}],
+    }
+    assert protocol.take_exercise_reply(good, "02.1", "n1", [10]) == [Outcome("error", detail="x [2J")]
+    missing = {"event": "exercise", "id": "02.1", "nonce": "n1", "missing": True}
+    assert protocol.take_exercise_reply(missing, "02.1", "n1", [10]) is None
+    forged = [
+        {**good, "nonce": "guessed"},  # written before the request existed
+        {**good, "id": "02.2"},  # another exercise's
+        {k: v for k, v in good.items() if k != "nonce"},
+        {**good, "outcomes": [good["outcomes"][0]] * 2},  # more outcomes than cases
+        {**good, "event": "answers"},
+        ["exercise"],
     ]
-    results.write_text("\n".join(lines), encoding="utf-8")
-    parsed = protocol.read_events(results, {"02.1": [10], "02.2": [10]})
-    assert parsed["started"] and not parsed["done"]
-    assert parsed["outcomes"] == {"02.1": [Outcome("error", detail="x [2J")]}
-    assert len(parsed["notes"]) == 4
+    for reply in forged:
+        with pytest.raises(protocol.SchemaError):
+            protocol.take_exercise_reply(reply, "02.1", "n1", [10])
+    bad_value = {**good, "outcomes": [{"kind": "tensor", "dtype": "float32", "shape": [1], "data": ["NaN!"]}]}
+    assert protocol.take_exercise_reply(bad_value, "02.1", "n1", [10])[0].kind == "error"
+    answers = {
+        "event": "answers",
+        "nonce": "n2",
+        "answers": {"02.q1": {"kind": "number", "value": 3}, "02.q2": {"missing": True}},
+    }
+    taken = protocol.take_answers_reply(answers, ["02.q1", "02.q2"], "n2")
+    assert float(taken["02.q1"].tensor) == 3 and taken["02.q2"] is None
+    with pytest.raises(protocol.SchemaError):
+        protocol.take_answers_reply(answers, ["02.q1"], "n2")  # an answer to a question not asked
+
+
+def test_messages_are_framed_and_bounded() -> None:
+    import socket
+
+    def pair() -> tuple[socket.socket, socket.socket]:
+        return socket.socketpair()
+
+    a, b = pair()
+    with a, b:
+        protocol.send_message(a, {"event": "started"})
+        assert protocol.receive_message(b) == {"event": "started"}
+        protocol.send_message(a, {"data": "x" * 100})
+        with pytest.raises(protocol.SchemaError, match="over the limit"):
+            protocol.receive_message(b, max_bytes=50)
+    a, b = pair()
+    with a, b:
+        a.sendall(b"\x00\x00\x00\x03NaN")  # a bare NaN is not JSON
+        with pytest.raises(protocol.SchemaError):
+            protocol.receive_message(b)
+        a.close()
+        with pytest.raises(protocol.Closed):
+            protocol.receive_message(b)
+    a, b = pair()
+    with a, b, pytest.raises(protocol.Closed):
+        protocol.receive_message(b, deadline=time.monotonic() + 0.05)  # nothing sent in time

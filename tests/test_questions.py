@@ -216,7 +216,9 @@ def _notebook_with(tmp_path: Path, name: str, sources: list[str]) -> Path:
 
 
 def _graded(path: Path) -> dict[str, dict]:
-    limits = command.Limits(exercise_timeout=2.0, cell_timeout=5.0, notebook_timeout=30.0, memory_mb=2048)
+    limits = command.Limits(
+        exercise_timeout=2.0, cell_timeout=5.0, notebook_timeout=30.0, memory_mb=2048, sandbox="none"
+    )
     report = command.grade_notebook(path, limits=limits, notebook="03")
     return {r["id"]: r for r in report["exercises"]}
 

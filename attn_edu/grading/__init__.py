@@ -18,11 +18,12 @@ Each exercise is an :class:`~attn_edu.grading.exercise.Exercise` listed by a mod
 works on plain tensors only, so ``python -m attn_edu.grade`` reuses it on numbers sent back from a separate
 process, where the learner's code cannot reach it.
 
-An exercise is to be written with torch operations. A learner's function that calls into ``attn_edu``
-itself (the reference it is compared with, or any other of the package's functions and classes) fails
-with a message naming what it called (:func:`~attn_edu.grading.run.watch_shortcuts`); functions and
-models that a case hands to the learner may be used as intended. This catches copying the answer by import, not a learner
-determined to cheat (who could paste the reference's source): grading is for feedback first.
+An exercise is to be written with torch operations. A learner's function that reaches into ``attn_edu``
+itself (the reference it is compared with, or any other of the package's functions and classes, however
+wrapped: ``torch.no_grad()``, ``functools.partial``, an ``nn.Module``) fails with a message naming what it
+called (:func:`~attn_edu.grading.run.watch_shortcuts`); the parts an exercise hands out
+(:mod:`~attn_edu.grading.given`) may be used as intended. What the grading command guarantees on top, and
+what it does not try to stop, is the README's "Grading: what a grade guarantees".
 
 ``ATTN_EDU_STRICT=1`` turns every result other than PASS into an ``AssertionError`` (the solutions'
 nbval run uses it, so a solution that stops passing fails the test suite).
@@ -37,8 +38,11 @@ The package, from the notebook's side to the instructor's:
 ``registry.py``           the explicit list of check modules; ``exercises()``, ``get_exercise()``
 ``run.py``                running learner code: time limit, one thread, the watch for calls into the package
 ``judge.py``              outcomes to a result: shape, dtype, NaN, values, named mistakes, properties
-``protocol.py``           the wire format between the command and its worker, both halves
-``worker.py``             the sandboxed child process that runs one learner notebook
+``given.py``              what an exercise hands the learner (``toy_sublayers``): no answers, importable when graded
+``protocol.py``           the messages between the command and its worker, both halves
+``worker.py``             the child process that runs one learner notebook, without the answer key
+``sandbox.py``            bubblewrap's sandbox for it: no network, no other files, the answer key's folders empty
+``launch.py``             the command's side: start a worker, send the cells, then each exercise's inputs
 ``command.py``            ``python -m attn_edu.grade``: notebooks in, JSON and CSV out
 ``gradescope.py``         the command's report as Gradescope's ``results.json`` (``--format gradescope``)
 ``generate.py``           ``python -m attn_edu.exercises build``: ``solutions/`` to ``exercises/``

@@ -1,25 +1,33 @@
 """Grade learner notebooks: ``python -m attn_edu.grade PATH... [--json FILE] [--csv FILE] [--format F]``.
 
-PATH is a notebook or a folder of notebooks (one per learner). For each notebook the grader
+PATH is a notebook or a folder of notebooks (one per learner: a learner's id is the first folder below the
+one named, ``submissions/ada/04_masks.ipynb`` is ``ada``, else the file's name; ``--learner`` sets it). For
+each notebook the grader
 
 1. picks the exercises from the notebook number (``--notebook NN``, else the notebook's
    ``metadata.attn_edu.notebook`` written by :mod:`attn_edu.grading.generate`, else a ``NN_`` file name);
-2. chooses the inputs itself (seeded, different from the ones ``check()`` uses in the notebook);
-3. runs the notebook in a process of its own (:func:`attn_edu.grading.worker.run`) with a time limit
-   per cell, per exercise and per notebook and a memory limit, its printing thrown away;
-4. reads back only plain JSON numbers and shapes, checked against a strict schema (known keys, known
-   dtypes, sizes bounded by the expected output, finite floats or the strings ``"nan"``/``"inf"``),
-   and judges them against the reference with :func:`attn_edu.grading.judge.judge` in this process
-   (the format and its schema: :mod:`attn_edu.grading.protocol`).
+   a learner's second notebook of the same number is not graded (uploading a notebook twice does not
+   count it twice);
+2. chooses the inputs itself: from the instructor's secret and the learner's id (``--secret`` or
+   ``$ATTN_EDU_GRADER_SECRET``, :func:`case_seed`), so they differ from the notebook's own ``check()`` inputs,
+   from learner to learner, and cannot be computed without the secret;
+3. runs the notebook's cells in a process of its own, in a sandbox (:mod:`attn_edu.grading.sandbox`: no
+   network, no other files, no answer key) with a time limit per cell, per exercise and per notebook and a
+   memory limit, its printing thrown away (:mod:`attn_edu.grading.launch`, :mod:`attn_edu.grading.worker`);
+4. only then sends that process each exercise's inputs, one exercise at a time, and reads back only plain
+   JSON numbers and shapes, checked against a strict schema (the reply to the request just sent, known
+   keys and dtypes, sizes bounded by the expected output, finite floats or ``"nan"``/``"inf"``), and judges
+   them against the reference with :func:`attn_edu.grading.judge.judge` in this process (the format and its
+   schema: :mod:`attn_edu.grading.protocol`).
 
 Why a plain Python process rather than a Jupyter kernel: the grader controls everything the learner's
 code can reach before it runs (resource limits, file descriptors, stdin, working folder), no kernel
-messages can flood the grader, and nothing but a results file comes back. The processes are forked
-from a ``multiprocessing`` forkserver that imported torch once, so a notebook costs its own cells,
-not a fresh torch import (~2 s of CPU each); every notebook still gets a new process. Learner code
+messages can flood the grader, and nothing but replies to its own requests comes back. Learner code
 never runs in the grader's process, so monkeypatching ``torch.allclose``, returning an object whose
 ``__eq__`` is always true, or returning a tensor subclass changes nothing here: only exact
-``torch.Tensor`` results are sent, as numbers. Unix only (``resource``, ``fork``).
+``torch.Tensor`` results are sent, as numbers. The report records the grader's version and a SHA-256 of
+its checks (:func:`checks_digest`). Unix only (``resource``, ``fork``). The README's "Grading: what a grade
+guarantees" is the threat model.
 
 Prints a table per learner and always writes the JSON (``grades.json`` unless ``--json``), and for a
 folder a CSV with one row per learner (``grades.csv`` unless ``--csv``). ``--format gradescope`` writes
@@ -32,26 +40,26 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import hmac
 import json
-import multiprocessing
 import os
 import re
 import signal
 import sys
-import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import attn_edu
-from attn_edu.grading import gradescope, protocol, worker
+from attn_edu.grading import gradescope, protocol
 from attn_edu.grading.exercise import Exercise, Question, make_cases
 from attn_edu.grading.judge import judge, judge_answer, reference_outputs, result_for
+from attn_edu.grading.launch import Limits, run_notebook
 from attn_edu.grading.registry import exercises, questions
 from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
@@ -60,29 +68,69 @@ UNREADABLE = "the file is not a readable notebook (.ipynb JSON with a list of ce
 GRADER_SEED = 20240611  # the grader's inputs differ from the ones check() uses inside the notebook
 
 
-@dataclass(frozen=True)
-class Limits:
-    exercise_timeout: float = 10.0  # seconds for all the cases of one exercise
-    cell_timeout: float = 60.0  # seconds for one code cell of the notebook
-    notebook_timeout: float = 300.0  # seconds for the whole notebook process, start-up included
-    memory_mb: int = 4096  # address-space limit of the notebook process (torch alone maps ~0.8 GB)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Which notebooks, which exercises
 
 
-def find_notebooks(paths: list[Path]) -> list[Path]:
-    """The notebooks named on the command line, folders expanded (sorted, checkpoints skipped)."""
-    found: list[Path] = []
+def find_notebooks(paths: list[Path]) -> list[tuple[Path, str]]:
+    """The notebooks named on the command line, folders expanded (sorted, checkpoints skipped), each with its
+    learner's id: the first folder below the folder named (``submissions/ada/04_masks.ipynb``: ``ada``;
+    nbgrader's ``submitted/ada/ps1/04_masks.ipynb``: ``ada``), else the file's name without ``.ipynb``."""
+    found: list[tuple[Path, str]] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+            for nb in sorted(p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts):
+                below = nb.relative_to(path).parts
+                found.append((nb, below[0] if len(below) > 1 else nb.stem))
         elif path.is_file():
-            found.append(path)
+            found.append((path, path.stem))
         else:
             raise FileNotFoundError(f"PATH: no notebook or folder at {path}")
     return found
+
+
+def one_per_notebook(
+    found: list[tuple[Path, str]], forced: str | None = None
+) -> tuple[list[tuple[Path, str]], list[dict[str, Any]]]:
+    """Keep one file per learner and notebook number (the first, by path); the others become reports that
+    say they were not graded, so that uploading a notebook twice does not count it twice."""
+    kept: dict[tuple[str, str | None], Path] = {}
+    graded: list[tuple[Path, str]] = []
+    skipped: list[dict[str, Any]] = []
+    for path, learner in found:
+        key = (learner, notebook_number(path, forced))
+        if key[1] is not None and key in kept:
+            error = f"not graded: {kept[key].name} is this learner's notebook {key[1]} already"
+            skipped.append(_empty_report(path, learner, key[1], error))
+            continue
+        kept[key] = path
+        graded.append((path, learner))
+    return graded, skipped
+
+
+def _empty_report(path: Path, learner: str, number: str | None, error: str) -> dict[str, Any]:
+    return {
+        "learner": learner,
+        "path": str(path),
+        "notebook": number,
+        "exercises": [],
+        "points": 0,
+        "max_points": 0,
+        "passed": False,
+        "seconds": 0.0,
+        "process": None,
+        "error": error,
+    }
+
+
+def checks_digest() -> str:
+    """A SHA-256 of the grading code and the answer key (every ``.py`` under ``grading/``): two reports with
+    the same digest were judged by the same checks."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def notebook_number(path: Path, forced: str | None = None) -> str | None:
@@ -103,75 +151,93 @@ def notebook_number(path: Path, forced: str | None = None) -> str | None:
 # Running one notebook
 
 
-_FORKSERVER = multiprocessing.get_context("forkserver")
-# Imported once by the server; every notebook process is forked from it with torch already loaded.
-_FORKSERVER.set_forkserver_preload(["torch", "attn_edu.grading", "attn_edu.grading.worker"])
-_START_LOCK = threading.Lock()
-
-
-def _run_worker(
-    notebook: Path, request: dict[str, Any], limits: Limits
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run the worker on one notebook; return the parsed results and what happened to the process."""
-    with tempfile.TemporaryDirectory(prefix="attn_edu_grade_") as tmp:
-        tmp_path = Path(tmp)
-        request_path, results_path, work = (
-            tmp_path / "request.json",
-            tmp_path / "results.jsonl",
-            tmp_path / "work",
-        )
-        work.mkdir()
-        results_path.touch()
-        request_path.write_text(json.dumps(request), encoding="utf-8")  # inputs only, never the answers
-        proc = _FORKSERVER.Process(target=worker.run, args=(str(request_path), str(results_path), str(work)))
-        with _START_LOCK:
-            proc.start()
-        proc.join(timeout=limits.notebook_timeout)
-        timed_out = proc.exitcode is None
-        try:
-            os.killpg(
-                proc.pid, signal.SIGKILL
-            )  # the worker leads its own session: this also ends what it started
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.join()
-        sizes = {e["id"]: [c["max_elements"] for c in e["cases"]] for e in request["exercises"]}
-        asked = frozenset(q["id"] for q in request.get("questions", []))
-        parsed = protocol.read_events(results_path, sizes, asked)
-    return parsed, {"exit_code": proc.exitcode, "timed_out": timed_out}
-
-
 def _process_failure(exercise: Exercise | Question, process: dict[str, Any], limits: Limits) -> CheckResult:
     if process["timed_out"]:
         message = f"the notebook did not finish within {limits.notebook_timeout:g} s, before this exercise was graded"
         return result_for(exercise, Status.TIMEOUT, message)
     code = process["exit_code"]
-    how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+    if code is None:  # alive, but it answered what was not asked, or nothing readable
+        message = "the notebook's process stopped answering the grader before this exercise was graded"
+        return result_for(exercise, Status.ERROR, message, "the report's notes say what it sent instead.")
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     message = f"the notebook's process ended before this exercise was graded ({how})"
     hint = "os._exit, sys.exit outside a function, a crash or running out of memory?"
     return result_for(exercise, Status.ERROR, message, hint)
 
 
+def case_seed(secret: str | None, learner: str, exercise_id: str, seed: int = GRADER_SEED) -> int:
+    """The seed of one learner's inputs for one exercise: from the instructor's secret and the learner's id,
+    so two learners' inputs differ and nobody without the secret can compute them; ``seed`` for all alike
+    when there is no secret.
+
+    Example:
+        >>> case_seed("s3cret", "ada", "04.1") != case_seed("s3cret", "grace", "04.1")
+        True
+        >>> case_seed(None, "ada", "04.1") == case_seed(None, "grace", "04.1") == GRADER_SEED
+        True
+    """
+    if not secret:
+        return seed
+    digest = hmac.new(secret.encode(), f"{learner}\0{exercise_id}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
+def read_cells(path: Path) -> list[list[Any]] | None:
+    """The notebook's code cells as ``[number, source]`` (numbered from 1 among all cells); ``None`` when the
+    file is not a readable notebook."""
+    try:
+        notebook = json.loads(path.read_bytes()[: 50 * 2**20])
+        return [
+            [i, "".join(c["source"]) if isinstance(c["source"], list) else str(c["source"])]
+            for i, c in enumerate(notebook["cells"], 1)
+            if c.get("cell_type") == "code"
+        ]
+    except Exception:  # noqa: BLE001 - not JSON, no cells, ...: the report says so
+        return None
+
+
 def grade_notebook(
-    path: Path, *, limits: Limits, seed: int = GRADER_SEED, notebook: str | None = None
+    path: Path,
+    *,
+    limits: Limits,
+    seed: int = GRADER_SEED,
+    notebook: str | None = None,
+    learner: str | None = None,
+    secret: str | None = None,
+    hide: tuple[Path, ...] = (),
 ) -> dict:
     """Grade one learner notebook; returns the JSON-ready report (never raises for a bad submission).
 
-    The steps, in order: pick the exercises and questions; choose the inputs and run each reference once;
-    run the notebook in its own process; judge what came back; total the points.
+    The steps, in order: pick the exercises and questions; choose the inputs (from ``secret`` and ``learner``,
+    :func:`case_seed`) and run each reference once; run the notebook in its own process (in the sandbox,
+    with ``hide`` and the notebook's folder out of its sight), sending it each exercise's inputs once its
+    cells have run; judge what came back; total the points. ``learner`` defaults to the file's name.
     """
     started = time.monotonic()
     number = notebook_number(path, notebook)
-    report: dict[str, Any] = {"learner": path.stem, "path": str(path), "notebook": number, "exercises": []}
+    learner = learner or path.stem
+    report: dict[str, Any] = {"learner": learner, "path": str(path), "notebook": number, "exercises": []}
     chosen, asked = _graded_in(number)
     if not chosen and not asked:
-        report.update(points=0, max_points=0, passed=False, seconds=0.0, process=None)
-        report["error"] = f"cannot tell which exercises {path.name} holds (use --notebook NN)"
-        return report
-    cases = {e.exercise_id: make_cases(e, seed) for e in chosen}
+        return _empty_report(
+            path, learner, number, f"cannot tell which exercises {path.name} holds (use --notebook NN)"
+        )
+    cases = {e.exercise_id: make_cases(e, case_seed(secret, learner, e.exercise_id, seed)) for e in chosen}
     # each reference runs once: its outputs size the worker's replies and then judge them
     expected = {e.exercise_id: reference_outputs(e, cases[e.exercise_id]) for e in chosen}
-    parsed, process = _run_worker(path, _request(path, chosen, asked, cases, expected, limits), limits)
+    cells = read_cells(path)
+    if cells is None:
+        parsed: dict[str, Any] = {
+            "outcomes": {},
+            "answers": {},
+            "missing": set(),
+            "notes": [],
+            "unreadable": True,
+        }
+        process: dict[str, Any] = {"exit_code": None, "timed_out": False, "sandboxed": False}
+    else:
+        request = _request(chosen, asked, cases, expected)
+        parsed, process = run_notebook(cells, request, limits, [path.resolve().parent, *hide])
 
     def judged(item: Exercise | Question) -> dict[str, Any]:
         if isinstance(item, Question):
@@ -208,21 +274,13 @@ def _graded_in(number: str | None) -> tuple[list[Exercise], list[Question]]:
 
 
 def _request(
-    path: Path,
-    chosen: list[Exercise],
-    asked: list[Question],
-    cases: dict[str, list],
-    expected: dict[str, list],
-    limits: Limits,
+    chosen: list[Exercise], asked: list[Question], cases: dict[str, list], expected: dict[str, list]
 ) -> dict[str, Any]:
-    """What the worker is told: the notebook, the limits, and each exercise's inputs (never its answers)."""
+    """What the worker will be asked: each exercise's inputs (never its answers) and each question's name."""
     return {
-        "notebook": str(path.resolve()),
-        "memory_bytes": limits.memory_mb * 2**20,
-        "cell_timeout": limits.cell_timeout,
-        "exercise_timeout": limits.exercise_timeout,
         "exercises": [
             {
+                "ask": "exercise",
                 "id": e.exercise_id,
                 "function": e.function_name,
                 "cases": [
@@ -256,7 +314,7 @@ def _result(
             kind = "exercise"
             message = f"no function named `{item.function_name}` in the notebook (renamed or deleted?)"
         result = result_for(item, Status.NOT_ATTEMPTED, message, f"keep the name used in the {kind}.")
-    elif parsed["unreadable"]:
+    elif parsed.get("unreadable"):
         result = result_for(item, Status.ERROR, UNREADABLE)
     elif reply is None:
         result = _process_failure(item, process, limits)
@@ -328,11 +386,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory limit per notebook")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded side by side (one core each)")
-    parser.add_argument("--seed", type=int, default=GRADER_SEED, help="seed of the grader's inputs")
+    parser.add_argument("--seed", type=int, default=GRADER_SEED, help="seed of the inputs without --secret")
+    parser.add_argument(
+        "--secret",
+        default=os.environ.get("ATTN_EDU_GRADER_SECRET"),
+        help="the instructor's secret (default: $ATTN_EDU_GRADER_SECRET): each learner's inputs come from it "
+        "and the learner's id, so no two learners, and nobody without it, can know them",
+    )
+    parser.add_argument(
+        "--learner", default=None, help="the learner's id for every notebook (default: from the folders)"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "none"),
+        default=Limits.sandbox,
+        help="run each notebook in bubblewrap's sandbox: auto (where it works), bwrap (or fail), none",
+    )
     args = parser.parse_args(argv)
-    limits = Limits(args.timeout, args.cell_timeout, args.notebook_timeout, args.memory_mb)
+    limits = Limits(args.timeout, args.cell_timeout, args.notebook_timeout, args.memory_mb, args.sandbox)
+    if not args.secret:
+        print(
+            "grader: no --secret: every learner gets the same inputs, which anyone with the package can compute",
+            file=sys.stderr,
+        )
     document: dict[str, Any] = {
-        "grader": {"version": attn_edu.__version__, "seed": args.seed, "limits": asdict(limits)},
+        "grader": {
+            "version": attn_edu.__version__,
+            "checks_sha256": checks_digest(),
+            "inputs": "per learner, from the secret" if args.secret else f"seed {args.seed}, alike for all",
+            "limits": asdict(limits),
+        },
         "submissions": [],
         "error": None,
     }
@@ -341,15 +424,33 @@ def main(argv: list[str] | None = None) -> int:
     folder = any(p.is_dir() for p in args.paths)
     csv_path = args.csv or (Path("grades.csv") if folder and not for_gradescope else None)
     try:
-        notebooks = find_notebooks(args.paths)
-        if not notebooks:
+        found = find_notebooks(args.paths)
+        if not found:
             raise FileNotFoundError(f"PATH: no .ipynb files under {', '.join(map(str, args.paths))}")
+        if args.learner:
+            found = [(path, args.learner) for path, _ in found]
+        notebooks, skipped = one_per_notebook(found, args.notebook)
+        hide = tuple(p.resolve() for p in args.paths if p.is_dir()) + (json_path.resolve().parent,)
 
-        def one(path: Path) -> dict[str, Any]:
-            return grade_notebook(path, limits=limits, seed=args.seed, notebook=args.notebook)
+        def one(job: tuple[Path, str]) -> dict[str, Any]:
+            path, learner = job
+            return grade_notebook(
+                path,
+                limits=limits,
+                seed=args.seed,
+                notebook=args.notebook,
+                learner=learner,
+                secret=args.secret,
+                hide=hide,
+            )
 
         with one_thread(), ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            reports = list(pool.map(one, notebooks))  # the references are tiny: --jobs uses the cores
+            reports = (
+                list(pool.map(one, notebooks)) + skipped
+            )  # the references are tiny: --jobs uses the cores
+        document["grader"]["sandbox"] = (
+            "bwrap" if any((r["process"] or {}).get("sandboxed") for r in reports) else "none"
+        )
         document["submissions"] = reports
         for report in reports:
             print(format_table(report))

@@ -20,7 +20,6 @@ from typing import Any
 from attn_edu.grading.exercise import Exercise, Question, make_cases
 from attn_edu.grading.judge import judge, judge_answer, result_for
 from attn_edu.grading.protocol import decode_answer, encode_answer
-from attn_edu.grading.registry import get_exercise, get_question
 from attn_edu.grading.result import CheckResult, Hint, Status
 from attn_edu.grading.run import in_grader_child, kernel_device, one_thread, run_cases
 
@@ -39,7 +38,13 @@ def submitted(exercise_id: str, default: Any = None) -> Any:
 
 
 def _find(exercise_id: str) -> Exercise | Question:
-    """The exercise or question with this id (``KeyError`` otherwise)."""
+    """The exercise or question with this id (``KeyError`` otherwise).
+
+    The registry (the references, the cases, the answers) is imported here, on the first check, not with
+    this module: the grading command's worker imports this module, and the answer key must stay out of it.
+    """
+    from attn_edu.grading.registry import get_exercise, get_question
+
     is_question = isinstance(exercise_id, str) and ".q" in exercise_id
     return get_question(exercise_id) if is_question else get_exercise(exercise_id)
 
@@ -71,6 +76,9 @@ def check(
         Traceback (most recent call last):
         AssertionError: ✘ Exercise 04.1 failed: ...
     """
+    if in_grader_child():  # the grading command calls the function itself, on its own inputs
+        _submitted[str(exercise_id)] = fn
+        return CheckResult(str(exercise_id), Status.NOT_ATTEMPTED, "recorded for the grading command")
     try:
         exercise = _find(exercise_id)
     except KeyError as err:
@@ -78,9 +86,6 @@ def check(
             str(exercise_id), Status.ERROR, str(err.args[0]), "copy the id from the exercise."
         )
         return _strict(result, strict)
-    if in_grader_child():  # the grading command calls the function itself, on its own inputs
-        _submitted[exercise_id] = fn
-        return result_for(exercise, Status.NOT_ATTEMPTED, "recorded for the grading command")
     if isinstance(exercise, Question):
         return _strict(judge_answer(exercise, decode_answer(encode_answer(fn))), strict)
     if not callable(fn):
@@ -109,6 +114,8 @@ def hint(exercise_id: str, n: int = 1) -> Hint:
         >>> hint("02.1").text.startswith("1/")
         True
     """
+    if in_grader_child():
+        return Hint(exercise_id, "hints are not available while the grading command runs")
     exercise = _find(exercise_id)
     tiers = exercise.hints or ("no hints for this exercise",)
     n = min(max(int(n), 1), len(tiers))

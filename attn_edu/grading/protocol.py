@@ -1,24 +1,31 @@
 """The wire protocol between ``python -m attn_edu.grade`` and its worker: both halves in one file.
 
-The command writes a **request** (one JSON file) and the worker appends **events** to a results file
-(one JSON object per line, written as it goes, so what was graded before a crash survives):
+The command and the worker talk over one socket, in **messages**: a JSON object behind its length
+(:func:`send_message`, :func:`receive_message`). The command leads; the worker only answers, and the
+grader's inputs reach the worker one exercise at a time, after every cell of the notebook has run:
 
-- request: ``{"notebook", "memory_bytes", "cell_timeout", "exercise_timeout", "exercises": [{"id",
-  "function", "cases": [case, ...]}]}`` where a case is ``{"args", "kwargs", "max_elements"}`` (:func:`encode_case`);
-- a concept question in the request is ``{"id", "variable"}``; its answer comes back as ``{"event": "answer",
-  "id", "answer": {"kind": "text", "value"} | {"kind": "number", "value"} | {"kind": <failure>, "detail"}}``
-  (:func:`encode_answer`), or ``{"event": "answer", "id", "missing": true}``;
-- events: ``{"event": "started"}``, ``{"event": "cell", "index", "status", "detail"}`` for a cell that
-  failed, ``{"event": "unreadable", "detail"}``, ``{"event": "exercise", "id", "outcomes": [...]}`` or
-  ``{"event": "exercise", "id", "missing": true}``, and ``{"event": "done"}``;
-- an outcome: ``{"kind": "tensor", "dtype", "shape", "data"}``, ``{"kind": "oversized", "dtype", "shape"}``,
-  or ``{"kind": <failure>, "detail"}`` for ``wrong_type``, ``not_implemented``, ``error``, ``timeout`` and
-  ``shortcut`` (:func:`encode_outcome`, :func:`failure`).
+1. command → worker: ``{"ask": "setup", "memory_bytes", "cell_timeout", "exercise_timeout", "cells": [[index,
+   source], ...]}``; worker → command: ``{"event": "started"}``, then ``{"event": "cell", "index", "status",
+   "detail"}`` for each cell that failed, then ``{"event": "cells_done"}``;
+2. for each exercise, command → worker: ``{"ask": "exercise", "id", "function", "cases": [case, ...],
+   "nonce"}`` where a case is ``{"args", "kwargs", "max_elements"}`` (:func:`encode_case`); worker → command:
+   ``{"event": "exercise", "id", "nonce", "outcomes": [...]}`` or ``{"event": "exercise", "id", "nonce",
+   "missing": true}``;
+3. command → worker: ``{"ask": "answers", "questions": [{"id", "variable"}], "nonce"}``; worker → command:
+   ``{"event": "answers", "nonce", "answers": {id: answer}}`` where an answer is ``{"kind": "text", "value"} |
+   {"kind": "number", "value"} | {"kind": <failure>, "detail"} | {"missing": true}`` (:func:`encode_answer`);
+4. command → worker: ``{"ask": "bye"}``.
+
+An outcome is ``{"kind": "tensor", "dtype", "shape", "data"}``, ``{"kind": "oversized", "dtype", "shape"}``,
+or ``{"kind": <failure>, "detail"}`` for ``wrong_type``, ``not_implemented``, ``error``, ``timeout`` and
+``shortcut`` (:func:`encode_outcome`, :func:`failure`).
 
 Values cross as plain JSON numbers: a tensor is its dtype, its shape and its elements, with ``"nan"``,
-``"inf"`` and ``"-inf"`` as strings. The command trusts nothing that comes back: :func:`read_events`
-checks every line against a strict schema (known keys and dtypes, sizes bounded by what the request
-allowed, finite floats) and turns it into an :class:`Outcome`.
+``"inf"`` and ``"-inf"`` as strings. The command trusts nothing that comes back: every reply is checked
+against a strict schema (:func:`take_exercise_reply`, :func:`take_answers_reply`: known keys and dtypes,
+sizes bounded by what the request allowed, finite floats, the nonce of the request it answers) and turned
+into :class:`Outcome` objects. A reply that does not answer the request just sent (a message the notebook's
+code wrote to the socket itself, before the request existed) is refused.
 
 Example:
     >>> import torch
@@ -33,8 +40,10 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import struct
+import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,7 +53,7 @@ INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8"}
 DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
 FAILURE_KINDS = ("wrong_type", "not_implemented", "error", "timeout", "shortcut")
 MAX_DETAIL = 300  # characters kept of any text that comes from the learner's process
-MAX_RESULTS_BYTES = 64 * 2**20  # the command reads no more of the results file than this
+MAX_MESSAGE_BYTES = 64 * 2**20  # the command reads no longer message from the worker than this
 MAX_NOTES = 20  # notes on failed cells kept per notebook
 
 
@@ -192,42 +201,22 @@ def decode_answer(raw: object) -> Outcome:
     raise SchemaError("answer: expected text or a number")
 
 
-def answer_event(exercise_id: str, answer: dict[str, Any]) -> dict[str, Any]:
-    """A concept question's answer, as :func:`encode_answer` wrote it."""
-    return {"event": "answer", "id": exercise_id, "answer": answer}
-
-
-def missing_answer_event(exercise_id: str) -> dict[str, Any]:
-    """The notebook has no variable of the question's name and never passed it to ``check()``."""
-    return {"event": "answer", "id": exercise_id, "missing": True}
-
-
-def started_event() -> dict[str, Any]:
-    return {"event": "started"}
-
-
-def done_event() -> dict[str, Any]:
-    return {"event": "done"}
-
-
 def cell_event(index: int, status: str, detail: object) -> dict[str, Any]:
     """A code cell that raised (``status="error"``) or ran out of time (``"timeout"``)."""
     return {"event": "cell", "index": index, "status": status, "detail": clip(detail)}
 
 
-def unreadable_event(detail: object) -> dict[str, Any]:
-    """The notebook could not be read at all."""
-    return {"event": "unreadable", "detail": clip(detail)}
-
-
-def exercise_event(exercise_id: str, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+def exercise_event(ask: dict[str, Any], outcomes: list[dict[str, Any]]) -> dict[str, Any]:
     """The outcomes of one exercise's cases, in order, up to the first that is not a tensor."""
-    return {"event": "exercise", "id": exercise_id, "outcomes": outcomes}
+    return {"event": "exercise", "id": ask["id"], "nonce": ask["nonce"], "outcomes": outcomes}
 
 
-def missing_event(exercise_id: str) -> dict[str, Any]:
+def missing_event(ask: dict[str, Any]) -> dict[str, Any]:
     """The notebook has no function of the exercise's name."""
-    return {"event": "exercise", "id": exercise_id, "missing": True}
+    return {"event": "exercise", "id": ask["id"], "nonce": ask["nonce"], "missing": True}
+
+
+MISSING = {"missing": True}  # a question's answer when the notebook has neither the variable nor a check()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -308,88 +297,120 @@ def decode_outcome(raw: object, max_elements: int) -> Outcome:
     return Outcome("tensor", tensor=torch.tensor(values, dtype=carrier).reshape(shape).to(dtype))
 
 
-def read_events(
-    path: Path, max_elements: dict[str, list[int]], questions: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    """Parse the results file: outcomes per exercise id, notes on failed cells, whether it finished.
+class Closed(Exception):
+    """The other end closed the socket, or sent nothing in time."""
 
-    ``max_elements[id][i]`` bounds the size of the i-th result of exercise ``id``; ``questions`` are the
-    ids of the concept questions asked (their answers land in ``answers``, unanswered ones in ``missing``).
-    """
-    with open(path, "rb") as f:
-        blob = f.read(MAX_RESULTS_BYTES)
-    parsed: dict[str, Any] = {
-        "outcomes": {},
-        "answers": {},
-        "missing": set(),
-        "notes": [],
-        "started": False,
-        "done": False,
-        "unreadable": False,
-    }
-    for line in blob.split(b"\n"):
-        if not line.strip():
-            continue
+
+def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    """Write one message: its length (4 bytes, big-endian), then the JSON."""
+    data = json.dumps(message).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 1e-3))
         try:
-            event = json.loads(line, parse_constant=_reject_constant)
-            _take_event(event, max_elements, questions, parsed)
-        except (ValueError, RecursionError, KeyError, TypeError) as err:
-            if len(parsed["notes"]) < MAX_NOTES:
-                parsed["notes"].append(f"unreadable result line ({type(err).__name__})")
-    return parsed
+            chunk = sock.recv(min(n - got, 2**20))
+        except (TimeoutError, OSError) as err:
+            raise Closed(type(err).__name__) from err
+        if not chunk:
+            raise Closed("closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
-def _took_missing(event: dict, asked: object, graded: dict, parsed: dict[str, Any]) -> bool:
-    """Refuse an id that was not asked or came before; record a "missing" event. True when it was one."""
-    item_id = event["id"]
-    if item_id not in asked or item_id in graded or item_id in parsed["missing"]:
-        raise SchemaError(f"{event['event']}: unknown or repeated id")
-    if set(event) == {"event", "id", "missing"} and event["missing"] is True:
-        parsed["missing"].add(item_id)
-        return True
-    return False
+def receive_message(
+    sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_MESSAGE_BYTES
+) -> object:
+    """Read one message written by :func:`send_message` (``deadline``: a :func:`time.monotonic` time).
+
+    :class:`Closed` when the socket closes or the deadline passes; :class:`SchemaError` for a message longer
+    than ``max_bytes`` (the rest of the stream cannot be trusted then: the caller stops reading) or not JSON.
+    """
+    (n,) = struct.unpack(">I", _read_exactly(sock, 4, deadline))
+    if n > max_bytes:
+        raise SchemaError(f"a message of {n} bytes, over the limit of {max_bytes}")
+    try:
+        return json.loads(_read_exactly(sock, n, deadline), parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise SchemaError(f"not JSON ({type(err).__name__})") from err
 
 
-def _take_event(
-    event: object, expected: dict[str, list[int]], questions: frozenset[str], parsed: dict[str, Any]
-) -> None:
+def take_cell_event(event: object) -> str | None:
+    """Read a message of the cell phase: ``"started"``, ``"cells_done"`` or ``None`` for a cell's note, which
+    the caller gets from :func:`cell_note`; :class:`SchemaError` for anything else."""
     if not isinstance(event, dict):
         raise SchemaError("event: expected an object")
     kind = event.get("event")
-    if kind in ("started", "done") and set(event) == {"event"}:
-        parsed[kind] = True
-    elif kind in ("cell", "unreadable"):
-        where = f"cell {int(event['index'])}: " if kind == "cell" else "notebook: "
-        parsed["unreadable"] = parsed["unreadable"] or kind == "unreadable"
-        if len(parsed["notes"]) < MAX_NOTES:
-            parsed["notes"].append(where + _clean(event["detail"]))
-    elif kind == "exercise":
-        exercise_id = event["id"]
-        if _took_missing(event, expected, parsed["outcomes"], parsed):
-            return
-        sizes, raw = expected[exercise_id], event.get("outcomes")
-        if (
-            set(event) != {"event", "id", "outcomes"}
-            or not isinstance(raw, list)
-            or not 1 <= len(raw) <= len(sizes)
-        ):
-            raise SchemaError("exercise: expected 1 .. len(cases) outcomes")
+    if kind in ("started", "cells_done") and set(event) == {"event"}:
+        return kind
+    if (
+        kind == "cell"
+        and set(event) == {"event", "index", "status", "detail"}
+        and type(event["index"]) is int
+    ):
+        return None
+    raise SchemaError("event: not one of the cell phase")
+
+
+def cell_note(event: dict[str, Any]) -> str:
+    """A failed cell's note, as the report shows it."""
+    return f"cell {event['index']}: " + _clean(event["detail"])
+
+
+def _answering(event: object, kind: str, nonce: str) -> dict[str, Any]:
+    if not isinstance(event, dict) or event.get("event") != kind or event.get("nonce") != nonce:
+        raise SchemaError(f"{kind}: not the reply to the request just sent")
+    return event
+
+
+def take_exercise_reply(
+    event: object, exercise_id: str, nonce: str, sizes: list[int]
+) -> list[Outcome] | None:
+    """The outcomes in the worker's reply to the request ``nonce`` for ``exercise_id`` (``None``: the notebook
+    has no such function). ``sizes[i]`` bounds the size of the i-th result. :class:`SchemaError` for a reply
+    that is not to this request or not well formed; a malformed outcome becomes an ``"error"`` outcome."""
+    event = _answering(event, "exercise", nonce)
+    if event.get("id") != exercise_id:
+        raise SchemaError("exercise: the reply names another exercise")
+    if set(event) == {"event", "id", "nonce", "missing"} and event["missing"] is True:
+        return None
+    raw = event.get("outcomes")
+    if (
+        set(event) != {"event", "id", "nonce", "outcomes"}
+        or not isinstance(raw, list)
+        or not 1 <= len(raw) <= len(sizes)
+    ):
+        raise SchemaError("exercise: expected 1 .. len(cases) outcomes")
+    try:
+        return [decode_outcome(r, n) for r, n in zip(raw, sizes)]
+    except SchemaError as err:
+        return [Outcome("error", detail=f"the grader could not read this result ({err})")]
+
+
+def take_answers_reply(event: object, asked: list[str], nonce: str) -> dict[str, Outcome | None]:
+    """Each asked question's answer in the worker's reply to the request ``nonce`` (``None``: no answer in the
+    notebook); a malformed answer becomes an ``"error"`` outcome. :class:`SchemaError` unless the reply
+    answers this request with one entry per question."""
+    event = _answering(event, "answers", nonce)
+    answers = event.get("answers")
+    if (
+        set(event) != {"event", "nonce", "answers"}
+        or not isinstance(answers, dict)
+        or set(answers) != set(asked)
+    ):
+        raise SchemaError("answers: expected one answer per question asked")
+    taken: dict[str, Outcome | None] = {}
+    for question_id in asked:
+        raw = answers[question_id]
+        if raw == MISSING:
+            taken[question_id] = None
+            continue
         try:
-            outcomes = [decode_outcome(r, n) for r, n in zip(raw, sizes)]
+            taken[question_id] = decode_answer(raw)
         except SchemaError as err:
-            outcomes = [Outcome("error", detail=f"the grader could not read this result ({err})")]
-        parsed["outcomes"][exercise_id] = outcomes
-    elif kind == "answer":
-        question_id = event["id"]
-        if _took_missing(event, questions, parsed["answers"], parsed):
-            return
-        if set(event) != {"event", "id", "answer"}:
-            raise SchemaError("answer: unexpected fields")
-        try:
-            parsed["answers"][question_id] = decode_answer(event["answer"])
-        except SchemaError as err:
-            parsed["answers"][question_id] = Outcome(
-                "error", detail=f"the grader could not read this answer ({err})"
-            )
-    else:
-        raise SchemaError("event: unknown kind")
+            taken[question_id] = Outcome("error", detail=f"the grader could not read this answer ({err})")
+    return taken

@@ -175,8 +175,10 @@ def watch_shortcuts() -> Iterator[list[str]]:
     try:
         yield called
     except BaseException:
-        # Python drops a profile hook that raises, and a time limit's exception can land inside it:
-        # so a block that raised is not suspected of removing the hook (it returned nothing anyway).
+        # Python drops a profile hook that raises (and says so to the audit hook), and a time limit's
+        # exception can land inside it: so a block that raised is not suspected of removing the hook (it
+        # returned nothing anyway).
+        called[:] = [name for name in called if name not in _AUDITED]
         close()
         raise
     if sys.getprofile() is not profile and "sys.setprofile" not in called:

@@ -1,31 +1,38 @@
-"""The child side of ``python -m attn_edu.grade``: run one learner notebook, report plain numbers.
+"""The child side of ``python -m attn_edu.grade``: run one learner notebook, answer the grader's requests.
 
-:mod:`attn_edu.grading.command` starts :func:`run` in a process forked from a server that has already
-imported torch (``multiprocessing``'s forkserver, so each notebook starts in well under a second instead of paying
-for a fresh torch import), one process per notebook, never reused. The process
+:mod:`attn_edu.grading.command` starts :func:`run` in a process of its own for each notebook, never reused:
+inside a sandbox (:mod:`attn_edu.grading.sandbox`, as ``python -m attn_edu.grading.worker FD WORKDIR``) where
+one works, else forked from a ``multiprocessing`` forkserver that has already imported torch. Either way the
+process has never imported the answer key (:mod:`attn_edu.grading.checks`, :mod:`attn_edu.grading.questions`,
+the registry): its imports are refused here (:class:`KeyBlocker`), and in the sandbox its files are not
+there at all. The process
 
 1. starts its own session (so the grader can kill everything it spawns), moves to an empty folder,
-   and limits its memory (``RLIMIT_AS``) and file sizes before any learner code runs;
+   refuses imports of the answer key, and limits its memory (``RLIMIT_AS``) and file sizes before any
+   learner code runs;
 2. sends the learner's printing to a small buffer (file descriptors 1 and 2 go to ``/dev/null``;
    stdin is ``/dev/null``, so ``input()`` raises ``EOFError``);
-3. runs the notebook's code cells in order in one namespace, each under a time limit, like "Run all"
-   in Jupyter (IPython syntax such as ``%pip`` is translated; magics and ``!`` commands are skipped);
-4. calls each exercise's function, found by name, on the grader's inputs, under the exercise time limit
-   (:func:`attn_edu.grading.run.run_cases`, as ``check()`` does in a notebook), and reads each concept
-   question's answer (the value passed to ``check()``, else the variable);
-5. writes one JSON line per event to the results file as it goes, so what was graded before a crash survives.
+3. runs the notebook's code cells, which the grader sent, in order in one namespace, each under a time
+   limit, like "Run all" in Jupyter (IPython syntax such as ``%pip`` is translated; magics and ``!``
+   commands are skipped);
+4. then, and only then, receives each exercise's inputs from the grader, calls the function, found by name,
+   on them under the exercise time limit (:func:`attn_edu.grading.run.run_cases`, as ``check()`` does in a
+   notebook) and sends back what came out; then the concept questions' answers (the value passed to
+   ``check()``, else the variable).
 
-Nothing here decides PASS or FAIL: the grader reads the numbers back, checks them against a strict
-schema (both halves of the format are in :mod:`attn_edu.grading.protocol`) and compares them with the
-reference in its own process, where the learner's code never ran.
+Nothing here decides PASS or FAIL, and nothing here is written to a file: the grader reads each reply from
+the socket, checks it against a strict schema (both halves of the format are in
+:mod:`attn_edu.grading.protocol`) and compares it with the reference in its own process, where the learner's
+code never ran and which the learner's code cannot reach.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import io
-import json
 import os
 import resource
+import socket
 import sys
 from typing import Any
 
@@ -100,15 +107,14 @@ def _answer(question: dict[str, Any], namespace: dict[str, Any], seconds: float)
     if value is _MISSING:
         value = namespace.get(question["variable"], _MISSING)
     if value is _MISSING:
-        return protocol.missing_answer_event(question["id"])
+        return protocol.MISSING
     try:
         with time_limit(seconds):  # reading a learner's object runs its code (__float__, .item())
-            answer = protocol.encode_answer(value)
+            return protocol.encode_answer(value)
     except ExerciseTimeout:
-        answer = protocol.failure("timeout", f"{seconds:g} s")
+        return protocol.failure("timeout", f"{seconds:g} s")
     except BaseException as err:  # noqa: BLE001 - whatever the object does, the grader hears of it
-        answer = protocol.failure("error", f"{type(err).__name__}: {err}")
-    return protocol.answer_event(question["id"], answer)
+        return protocol.failure("error", f"{type(err).__name__}: {err}")
 
 
 def _run_cells(cells: list[tuple[int, str]], namespace: dict[str, Any], seconds: float, emit: Any) -> None:
@@ -135,55 +141,97 @@ CHILD_ENV = {
 }
 
 
-def run(request_path: str, results_path: str, workdir: str) -> None:
-    """Grade one notebook as described in the request file; the process ends here (``os._exit``)."""
-    os.setsid()
+# The answer key, and the modules that import it: a notebook being graded cannot import them.
+ANSWER_KEY = (
+    "attn_edu.grading.checks",
+    "attn_edu.grading.questions",
+    "attn_edu.grading.registry",
+    "attn_edu.grading.command",
+    "attn_edu.grading.generate",
+    "attn_edu.grading.nbgrader",
+    "attn_edu.grading.gradescope",
+    "attn_edu.grade",
+    "attn_edu.exercises",
+)
+
+
+def is_answer_key(name: str) -> bool:
+    return any(name == key or name.startswith(key + ".") for key in ANSWER_KEY)
+
+
+class KeyBlocker(importlib.abc.MetaPathFinder):
+    """Refuses to import the answer key (first on ``sys.meta_path``, so no other finder is asked)."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        if is_answer_key(fullname):
+            raise ImportError(
+                f"{fullname} is the grader's answer key: a notebook cannot import it while it is graded",
+                name=fullname,
+            )
+        return None
+
+
+def _grade_exercise(ask: dict[str, Any], namespace: dict[str, Any], seconds: float) -> dict[str, Any]:
+    fn = namespace.get(ask["function"])
+    if fn is None:  # renamed? then the function the notebook passed to check() stands in
+        fn = submitted(ask["id"])
+    if fn is None:
+        return protocol.missing_event(ask)
+    if not callable(fn):
+        detail = f"{ask['function']} is a {type(fn).__name__}, not a function"
+        return protocol.exercise_event(ask, [protocol.failure("error", detail)])
+    decoded = [protocol.decode_case(case) for case in ask["cases"]]
+    cases = [Case(tuple(args), kwargs) for args, kwargs, _ in decoded]
+    outcomes = run_cases(fn, cases, seconds)  # the notebook's check() runs them so too
+    return protocol.exercise_event(
+        ask, [protocol.encode_outcome(o, n) for o, (_, _, n) in zip(outcomes, decoded)]
+    )
+
+
+def run(sock: socket.socket, workdir: str) -> None:
+    """Grade one notebook, as the grader asks over ``sock``; the process ends here (``os._exit``)."""
+    try:
+        os.setsid()
+    except OSError:  # already leads its session (the sandbox started it so)
+        pass
     os.chdir(workdir)  # files the notebook writes land in a folder the grader deletes
     os.environ.pop("ATTN_EDU_STRICT", None)
     os.environ.update(CHILD_ENV)
-    with open(request_path, encoding="utf-8") as f:
-        request = json.load(f)
-    _limit_resources(request["memory_bytes"])
-    results = os.open(results_path, os.O_WRONLY | os.O_APPEND)
-
-    def emit(event: dict[str, Any]) -> None:
-        os.write(results, (json.dumps(event) + "\n").encode())
-
-    emit(protocol.started_event())
+    sys.meta_path.insert(0, KeyBlocker())
+    for name in [m for m in sys.modules if is_answer_key(m)]:  # none, unless a caller imported them
+        del sys.modules[name]
+    send, receive = protocol.send_message, protocol.receive_message  # bound before any learner code runs
+    setup = receive(sock)
+    _limit_resources(setup["memory_bytes"])
+    send(sock, {"event": "started"})
     _silence()
-    try:
-        with open(request["notebook"], encoding="utf-8") as f:
-            notebook = json.load(f)
-        cells = [
-            (i, "".join(c["source"]) if isinstance(c["source"], list) else c["source"])
-            for i, c in enumerate(notebook["cells"], 1)
-            if c.get("cell_type") == "code"
-        ]
-    except Exception as err:  # noqa: BLE001 - not JSON, no cells, ...: the grader reports it
-        emit(protocol.unreadable_event(f"{type(err).__name__}: {err}"))
-        os._exit(0)
     torch.set_num_threads(1)
     namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _Shell}
-    _run_cells(cells, namespace, request["cell_timeout"], emit)
-    for exercise in request["exercises"]:
-        fn = namespace.get(exercise["function"])
-        if fn is None:  # renamed? then the function the notebook passed to check() stands in
-            fn = submitted(exercise["id"])
-        if fn is None:
-            emit(protocol.missing_event(exercise["id"]))
-            continue
-        if not callable(fn):
-            detail = f"{exercise['function']} is a {type(fn).__name__}, not a function"
-            emit(protocol.exercise_event(exercise["id"], [protocol.failure("error", detail)]))
-            continue
-        decoded = [protocol.decode_case(case) for case in exercise["cases"]]
-        cases = [Case(tuple(args), kwargs) for args, kwargs, _ in decoded]
-        outcomes = run_cases(
-            fn, cases, request["exercise_timeout"]
-        )  # the notebook's check() runs them so too
-        encoded = [protocol.encode_outcome(o, limit) for o, (_, _, limit) in zip(outcomes, decoded)]
-        emit(protocol.exercise_event(exercise["id"], encoded))
-    for question in request.get("questions", []):
-        emit(_answer(question, namespace, request["exercise_timeout"]))
-    emit(protocol.done_event())
+    _run_cells(
+        [(i, source) for i, source in setup["cells"]],
+        namespace,
+        setup["cell_timeout"],
+        lambda e: send(sock, e),
+    )
+    send(sock, {"event": "cells_done"})
+    seconds = setup["exercise_timeout"]
+    while True:
+        ask = receive(sock)
+        if ask["ask"] == "exercise":
+            send(sock, _grade_exercise(ask, namespace, seconds))
+        elif ask["ask"] == "answers":
+            answers = {q["id"]: _answer(q, namespace, seconds) for q in ask["questions"]}
+            send(sock, {"event": "answers", "nonce": ask["nonce"], "answers": answers})
+        else:
+            break
     os._exit(0)  # skip whatever the learner registered with atexit
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m attn_edu.grading.worker FD WORKDIR``: the sandbox's way in (FD: the socket to the grader)."""
+    fd, workdir = argv or sys.argv[1:]
+    run(socket.socket(fileno=int(fd)), workdir)
+
+
+if __name__ == "__main__":
+    main()
