@@ -130,20 +130,22 @@ unit: setup
 ui: setup chromium
 	$(NB_ENV) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
 
-# `make test` starts the Chromium install in the background (apt and pip then download side by side); the
-# background job holds a lock (flock, Linux) that `chromium` waits for before it checks the result.
-CHROMIUM_LOCK := artifacts/.chromium-install.lock
-CHROMIUM_LOG := artifacts/chromium-install.log
+# `make test` starts the install of bubblewrap (the grader's sandbox) and Chromium in the background (apt and
+# pip then download side by side); the background job holds a lock (flock, Linux) that `chromium` waits for
+# before it checks the result, and so do the sandbox's tests where bwrap is not there yet
+# (tests/test_grading_attacks.py).
+CHROMIUM_LOCK := artifacts/.system-packages.lock
+CHROMIUM_LOG := artifacts/system-packages.log
 
 # (-o: the lock stays with flock itself, so nothing apt starts can keep holding it.)
 chromium-start:
 	@if command -v flock >/dev/null 2>&1; then mkdir -p artifacts; \
-		{ flock -n -o $(CHROMIUM_LOCK) bash scripts/install_chromium.sh >$(CHROMIUM_LOG) 2>&1 & }; fi
+		{ flock -n -o $(CHROMIUM_LOCK) bash scripts/install_system_packages.sh >$(CHROMIUM_LOG) 2>&1 & }; fi
 
 chromium:
 	@if command -v flock >/dev/null 2>&1 && [ -e $(CHROMIUM_LOCK) ]; then \
 		flock -w 900 $(CHROMIUM_LOCK) true; cat $(CHROMIUM_LOG) 2>/dev/null; rm -f $(CHROMIUM_LOG); fi
-	@bash scripts/install_chromium.sh
+	@bash scripts/install_system_packages.sh
 
 # Lecture notebooks must reproduce their stored outputs (strict), natively and as another CPU computes them
 # (OTHER_CPU). The browser suite (`make ui`, before this in `make test`) runs every course notebook natively and

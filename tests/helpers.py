@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -17,3 +20,49 @@ def randomize_(module: nn.Module, seed: int = 0, scale: float = 0.1) -> nn.Modul
         for p in module.parameters():
             p.add_(scale * torch.randn_like(p))
     return module.eval()
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and torch.equal(a, b)
+        )
+    return type(a) is type(b) and a == b
+
+
+def answer_key(
+    exercise: Any, seed: int = 0, fn: Callable[..., torch.Tensor] | None = None
+) -> Callable[..., torch.Tensor]:
+    """A learner's answer to ``exercise`` for tests of the grading engine: what ``fn`` (the reference unless
+    given: a correct answer; or a mistake's function, a wrong one) returns on the cases of ``seed`` (0: those
+    ``check()`` uses), computed here, before the check, and returned by lookup.
+
+    The check's own functions cannot stand in for a learner: they call the library, which the check refuses.
+    """
+    from attn_edu.grading.exercise import make_cases
+
+    fn = exercise.reference if fn is None else fn
+    table = []
+    for case in make_cases(exercise, seed):
+        try:
+            table.append((case, fn(*case.args, **case.kwargs)))
+        except Exception as err:  # noqa: BLE001 - a mistake that cannot run on a case raises there as the learner's
+            table.append((case, err))
+
+    def answer(*args: object, **kwargs: object) -> torch.Tensor:
+        for case, out in table:
+            if (
+                len(case.args) == len(args)
+                and all(_same(a, b) for a, b in zip(case.args, args))
+                and case.kwargs.keys() == kwargs.keys()
+                and all(_same(case.kwargs[k], kwargs[k]) for k in kwargs)
+            ):
+                if isinstance(out, Exception):
+                    raise out
+                return out.clone()
+        raise KeyError(f"not an input of {exercise.exercise_id}'s cases for seed {seed}")
+
+    return answer

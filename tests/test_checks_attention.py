@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
@@ -91,8 +92,10 @@ def test_cases_cover_t_not_s_dv_not_d_and_the_given_scale() -> None:
 
 
 def test_unknown_mistake_gets_numbers_and_a_diagnosis() -> None:
-    def halves(q, k, scale=None):
-        return get_exercise("02.1").reference(q, k, scale) / 2
+    right = answer_key(get_exercise("02.1"))
+
+    def halves(q, k, **scale):
+        return right(q, k, **scale) / 2
 
     result = check("02.1", halves)
     assert result.status is Status.FAIL

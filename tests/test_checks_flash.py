@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.checks import flash as flash_checks
@@ -100,7 +101,7 @@ def test_a_per_block_softmax_written_differently_is_still_recognised() -> None:
 
 
 def test_upside_down_rescale_is_nan_from_the_first_block() -> None:
-    result = check("12.1", EXERCISES["12.1"].mistakes[1].fn)
+    result = check("12.1", answer_key(EXERCISES["12.1"], fn=EXERCISES["12.1"].mistakes[1].fn))
     assert "NaN" in result.message
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
@@ -73,7 +74,8 @@ def test_the_probabilities_of_the_references_sum_to_one_on_their_support() -> No
 
 
 def test_a_float_size_gets_a_dtype_message() -> None:
-    result = check("10.2", lambda *columns: EXERCISES["10.2"].reference(*columns).double())
+    key = answer_key(EXERCISES["10.2"])
+    result = check("10.2", lambda *columns: key(*columns).double())
     assert result.status is Status.FAIL and "int64" in result.message
 
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.command import GRADER_SEED
@@ -78,7 +79,8 @@ def test_cases_cover_t_not_equal_s_and_odd_head_counts() -> None:
 
 
 def test_a_float_bucket_table_is_refused() -> None:
-    result = check("06.3", lambda rel, **kw: EXERCISES["06.3"].reference(rel, **kw).float())
+    key = answer_key(EXERCISES["06.3"])
+    result = check("06.3", lambda rel, **kw: key(rel, **kw).float())
     assert result.status is Status.FAIL and "dtype" in result.message
 
 

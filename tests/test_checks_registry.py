@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.command import GRADER_SEED
@@ -134,9 +135,9 @@ def test_every_solution_notebook_has_registered_exercises() -> None:
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
     exercise = EXERCISES[exercise_id]
-    assert check(exercise_id, exercise.reference).status is Status.PASS
+    assert check(exercise_id, answer_key(exercise)).status is Status.PASS
     for seed in _grader_seeds(exercise_id):
-        graded = _graded(exercise_id, exercise.reference, seed)
+        graded = _graded(exercise_id, answer_key(exercise, seed), seed)
         assert graded.status is Status.PASS, (seed, graded)
 
     def stub(*args, **kwargs):
@@ -152,10 +153,10 @@ def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
 def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
     exercise = EXERCISES[exercise_id]
     mistake = exercise.mistakes[index]
-    result = check(exercise_id, mistake.fn)
+    result = check(exercise_id, answer_key(exercise, fn=mistake.fn))
     assert result.status is Status.FAIL and result.hint == mistake.message, result
     for seed in _grader_seeds(exercise_id):  # the grading command's inputs, and more where sizes are drawn
-        graded = _graded(exercise_id, mistake.fn, seed)
+        graded = _graded(exercise_id, answer_key(exercise, seed, mistake.fn), seed)
         assert graded.status is Status.FAIL and graded.hint == mistake.message, (seed, graded)
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from helpers import answer_key
 
 from attn_edu import retrieval
 from attn_edu.grading import Status, check
@@ -158,10 +159,11 @@ def _runner_up_on_property_cases():
     """Right on the value cases; on the property's cases the second-best candidate (or a non-candidate)."""
     exercise = EXERCISES["01.3"]
     property_cases = [c for c in make_cases(exercise, 0) if c.group != "values"]
+    right = answer_key(exercise)
 
     def answer(x_train, y_train, x_val, y_val, bandwidths, *, off_grid=False):
         if not any(torch.equal(x_train, c.args[0]) for c in property_cases):
-            return exercise.reference(x_train, y_train, x_val, y_val, bandwidths)
+            return right(x_train, y_train, x_val, y_val, bandwidths)
         errors = torch.stack(
             [(_nw_by_loop(x_val, x_train, y_train, float(b)) - y_val).pow(2).mean() for b in bandwidths]
         )

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from helpers import answer_key
 
 from attn_edu.grading import Status, check, hint
 from attn_edu.grading.notebook import submitted
@@ -53,9 +54,16 @@ def test_not_implemented_is_not_attempted() -> None:
         (lambda q, k, scale=None: (_ for _ in ()).throw(SystemExit(3)), Status.ERROR, "SystemExit"),
         (lambda q, k, scale=None: (k @ q.transpose(-2, -1)).softmax(-1), Status.FAIL, "expected shape"),
         (
-            lambda q, k, scale=None: get_exercise("02.1").reference(q.double(), k.double(), scale),
+            lambda q, k, scale=None: (q.double() @ k.double().transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(
+                -1
+            ),
             Status.FAIL,
             "dtype",
+        ),
+        (  # the answer key itself: its reference calls the library on the learner's behalf
+            lambda q, k, scale=None: get_exercise("02.1").reference(q, k, scale),
+            Status.FAIL,
+            "calls attn_edu.attention.attention_weights",
         ),
     ],
 )
@@ -92,7 +100,7 @@ def test_unknown_id_and_non_function_do_not_raise() -> None:
 
 def test_strict_mode_raises_for_anything_but_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTN_EDU_STRICT", "1")
-    assert check("02.3", get_exercise("02.3").reference).passed
+    assert check("02.3", answer_key(get_exercise("02.3"))).passed
     with pytest.raises(AssertionError, match="02.3"):
         check("02.3", lambda B, H, T, S, D, Dv: None)
 
@@ -103,7 +111,7 @@ def test_strict_argument_overrides_the_environment(monkeypatch: pytest.MonkeyPat
         check("02.3", lambda B, H, T, S, D, Dv: None, strict=True)
     with pytest.raises(AssertionError, match="Question 04.q2"):
         check("04.q2", "a", strict=True)
-    assert check("02.3", get_exercise("02.3").reference, strict=True).passed
+    assert check("02.3", answer_key(get_exercise("02.3")), strict=True).passed
     monkeypatch.setenv("ATTN_EDU_STRICT", "1")
     assert not check("02.3", lambda B, H, T, S, D, Dv: None, strict=False).passed
 
@@ -123,8 +131,9 @@ def test_grading_process_only_records_the_function(monkeypatch: pytest.MonkeyPat
 
 
 def test_result_shows_as_coloured_line() -> None:
-    passed = check("02.3", get_exercise("02.3").reference)
-    failed = check("02.3", lambda *sizes: get_exercise("02.3").reference(*sizes) // 2)
+    passed = check("02.3", answer_key(get_exercise("02.3")))
+    key = answer_key(get_exercise("02.3"))
+    failed = check("02.3", lambda *sizes: key(*sizes) // 2)
     assert repr(passed).startswith("✔ Exercise 02.3 passed") and "#1a7f37" in passed._repr_html_()
     assert repr(failed).startswith("✘ Exercise 02.3 failed") and "#cf222e" in failed._repr_html_()
     assert "Hint: that counts each multiply-add once" in repr(failed)

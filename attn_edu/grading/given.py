@@ -9,6 +9,8 @@ answer, only the given parts an exercise is built around.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
+from types import CodeType
 from typing import Any, NamedTuple
 
 import torch
@@ -68,3 +70,14 @@ def toy_sublayers(dim: int, num_heads: int, seed: int) -> Sublayers:
     for part in parts:
         _GIVEN.update(part.modules())
     return parts
+
+
+def _codes(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _codes(const)
+
+
+# The code objects of this file's functions: a call made from one of them is the given part at work.
+GIVEN_CODE = frozenset(c for fn in (toy_sublayers, is_given) for c in _codes(fn.__code__))

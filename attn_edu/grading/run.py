@@ -74,13 +74,12 @@ def in_grader_child() -> bool:
     return os.environ.get("ATTN_EDU_GRADER_CHILD") == "1"
 
 
-# Where code lives decides whose call it is. The grading machinery (this folder, not its checks) runs the
-# learner's function; the package proper, the checks' references and the parts an exercise hands out
-# (given.py) are trusted callers. PyTorch and the standard library are looked through, to the code that made
+# Where code lives decides whose call it is. The grading machinery (this folder) runs the learner's function;
+# the package proper and the parts an exercise hands out (given.py) are trusted callers. The checks are not:
+# the references run outside the watch, and in the grader's worker they cannot even be imported. PyTorch and the standard library are looked through, to the code that made
 # the call: a library function behind torch.no_grad() or an nn.Module is still the learner's call.
 _GRADING_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _PACKAGE_DIR = os.path.dirname(_GRADING_DIR.rstrip(os.sep)) + os.sep
-_CHECKS_DIR = os.path.join(_GRADING_DIR, "checks") + os.sep
 _GIVEN_FILE = os.path.join(_GRADING_DIR, "given.py")
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
@@ -91,9 +90,12 @@ def _package_code(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR) and not filename.startswith(_GRADING_DIR)
 
 
-def _trusted_caller(filename: str) -> bool:
-    """Calls from here are the package at work: its own modules, the checks' references, the given parts."""
-    return _package_code(filename) or filename.startswith(_CHECKS_DIR) or filename == _GIVEN_FILE
+def _trusted_caller(code: Any) -> bool:
+    """Calls from here are the package at work: its own modules and the parts an exercise hands out (the very
+    code objects of given.py: code compiled from a copy, under its file name, is the learner's)."""
+    from attn_edu.grading.given import GIVEN_CODE
+
+    return _package_code(code.co_filename) or (code.co_filename == _GIVEN_FILE and code in GIVEN_CODE)
 
 
 def _looked_through(filename: str) -> bool:
@@ -128,7 +130,7 @@ def watch_shortcuts() -> Iterator[list[str]]:
     :mod:`attn_edu.grading`) and the code that made it, looking through PyTorch and the standard library,
     is the learner's: ``torch.no_grad()(library_fn)``, ``functools.partial``, a library ``nn.Module``
     called as ``module(x)`` all count, as does ``check(id, attn_edu.masks.causal_mask)`` itself. Calls
-    made by the package's own code, the checks' references and the parts an exercise hands out
+    made by the package's own code and the parts an exercise hands out
     (:mod:`attn_edu.grading.given`, which a learner's function may call as intended) do not. The yielded
     list fills with qualified names, e.g. ``"attn_edu.masks.causal_mask"``; it holds ``"sys.setprofile"``
     (or ``"sys.settrace"``) if the block changed the profiler or tracer, even if it put the hook back.
@@ -151,7 +153,7 @@ def watch_shortcuts() -> Iterator[list[str]]:
         caller = frame.f_back
         while caller is not None and _looked_through(caller.f_code.co_filename):
             caller = caller.f_back
-        if caller is None or _trusted_caller(caller.f_code.co_filename):
+        if caller is None or _trusted_caller(caller.f_code):
             return  # not the learner's call (the grading code calling fn itself is: fn is what is checked)
         if is_given(frame.f_locals.get("self")):
             return  # a module the exercise handed out, used as intended

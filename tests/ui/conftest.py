@@ -117,7 +117,7 @@ def chromium_path() -> str:
     if path is None:
         pytest.skip(
             "browser tests need Chromium: `sudo apt-get install chromium` on Debian/Ubuntu "
-            "(or `bash scripts/install_chromium.sh`), or set ATTN_EDU_CHROMIUM=/path/to/chrome"
+            "(or `bash scripts/install_system_packages.sh`), or set ATTN_EDU_CHROMIUM=/path/to/chrome"
         )
     return path
 
