@@ -211,7 +211,8 @@ def test_solution_passes_everything(graded: dict) -> None:
     entry = graded["by_learner"]["solution"]
     assert [r["id"] for r in entry["exercises"]] == ITEMS_02 and len(ITEMS_02) >= 5
     assert [r["status"] for r in entry["exercises"]] == ["PASS"] * len(ITEMS_02)
-    assert entry["points"] == entry["max_points"] == len(ITEMS_02)
+    items = {**exercises(), **questions()}
+    assert entry["points"] == entry["max_points"] == sum(items[i].points for i in ITEMS_02)
 
 
 @pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
@@ -348,6 +349,15 @@ def test_messages_are_framed_and_bounded() -> None:
             protocol.receive_message(b)
         a.close()
         with pytest.raises(protocol.Closed):
+            protocol.receive_message(b)
+    a, b = pair()
+    with (
+        a,
+        b,
+    ):  # the grader's inputs hold -inf (masked scores): the worker reads them, the grader refuses them
+        a.sendall(b"\x00\x00\x00\x0b[-Infinity]" * 2)
+        assert protocol.receive_message(b, from_grader=True) == [float("-inf")]
+        with pytest.raises(protocol.SchemaError):
             protocol.receive_message(b)
     a, b = pair()
     with a, b, pytest.raises(protocol.Closed):

@@ -179,4 +179,5 @@ def test_the_readmes_run_autograder_writes_valid_results(tmp_path: Path) -> None
     graded = sorted(i for i in [*exercises(), *questions()] if i.startswith("03."))
     assert sorted(t["number"] for t in results["tests"]) == graded
     assert all(t["status"] == "passed" for t in results["tests"]), results["tests"]
-    assert results["score"] == results["extra_data"]["max_score"] == len(graded)
+    weights = {**exercises(), **questions()}
+    assert results["score"] == results["extra_data"]["max_score"] == sum(weights[i].points for i in graded)

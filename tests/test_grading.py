@@ -15,7 +15,7 @@ from helpers import answer_key
 
 from attn_edu.grading import Status, check, hint
 from attn_edu.grading.notebook import submitted
-from attn_edu.grading.registry import CHECK_MODULES, collect, exercises, get_exercise
+from attn_edu.grading.registry import CHECK_MODULES, collect, exercises, get_exercise, questions
 from attn_edu.grading.run import ExerciseTimeout, one_thread, time_limit, watch_shortcuts
 
 EXERCISES = {i: e for i, e in exercises().items() if i.startswith("02.")}  # the engine is tested on these
@@ -71,6 +71,40 @@ def test_wrong_answers_get_a_status(answer, status: Status, words: str) -> None:
     result = check("02.1", answer)
     assert result.status is status, result
     assert words in result.message, result
+
+
+def test_a_partly_right_answer_earns_the_share_of_its_cases() -> None:
+    top_left = get_exercise("04.1").mistakes[0].fn  # right only where T == S (one case of five)
+    key = answer_key(get_exercise("04.1"), fn=top_left)
+    result = check("04.1", key)
+    assert result.status is Status.FAIL and result.points == round(get_exercise("04.1").points / 5, 2), result
+
+    def right_then_raises(T, S):
+        if T > S:
+            raise ValueError("T > S not handled")
+        return torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
+
+    result = check("04.1", right_then_raises)  # cases (5,5), (3,7), (1,4) right, then (7,3) raises
+    assert result.status is Status.ERROR and result.points == round(3 / 5 * get_exercise("04.1").points, 2)
+    assert (
+        check("04.1", torch.no_grad()(lambda T, S: _causal_by_hand(T, S))).points
+        == get_exercise("04.1").points
+    )
+    from attn_edu import masks
+
+    assert check("04.1", masks.causal_mask).points == 0  # a call into the library earns nothing
+
+
+def test_points_grow_with_difficulty_and_time() -> None:
+    items = exercises()
+    assert items["04.1"].points == 1 and items["12.7"].points == 12  # 5-minute warm-up, 40-minute kernel
+    assert all(q.points == 1 for q in questions().values())
+    assert all(
+        items[a].points <= items[b].points
+        for a in items
+        for b in items
+        if items[a].minutes <= items[b].minutes and items[a].difficulty <= items[b].difficulty
+    )
 
 
 def test_a_slow_function_times_out() -> None:

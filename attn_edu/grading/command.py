@@ -246,13 +246,14 @@ def grade_notebook(
         outcomes = parsed["outcomes"].get(item.exercise_id)
         n = 0 if outcomes is None else len(outcomes)
         ran = cases[item.exercise_id][:n], outcomes, expected[item.exercise_id][:n]
-        return _result(item, parsed, process, limits, outcomes, lambda: judge(item, *ran))
+        total = len(cases[item.exercise_id])
+        return _result(item, parsed, process, limits, outcomes, lambda: judge(item, *ran, total=total))
 
     results = [judged(item) for item in (*chosen, *asked)]
     process["notes"] = parsed["notes"]
     report.update(
         exercises=results,
-        points=sum(r["points"] for r in results),
+        points=round(sum(r["points"] for r in results), 2),
         max_points=sum(r["max_points"] for r in results),
         passed=all(r["status"] == Status.PASS.value for r in results),
         seconds=round(time.monotonic() - started, 2),
@@ -329,26 +330,63 @@ def _result(
 
 def format_table(report: dict[str, Any]) -> str:
     """A learner's results as a small text table."""
-    head = f"{report['learner']}  ({report['path']})  {report['points']}/{report['max_points']} points"
+    head = f"{report['learner']}  ({report['path']})  {report['points']:g}/{report['max_points']} points"
     lines = [head + (f"  {report['seconds']:.1f} s" if report.get("seconds") else "")]
     if report.get("error"):
         lines.append(f"  error: {report['error']}")
     for r in report["exercises"]:
         text = r["message"] if len(r["message"]) <= 70 else r["message"][:67] + "..."
-        lines.append(f"  {r['id']:<6} {r['status']:<14} {r['points']}/{r['max_points']}  {text}")
+        lines.append(f"  {r['id']:<6} {r['status']:<14} {r['points']:g}/{r['max_points']}  {text}")
     return "\n".join(lines)
 
 
 def write_csv(reports: list[dict[str, Any]], path: Path) -> None:
-    """One row per learner: points and the status of every exercise."""
+    """One row per learner and notebook: the points, then each item's status, then each item's points."""
     ids = sorted({r["id"] for report in reports for r in report["exercises"]})
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["learner", "path", "points", "max_points", *ids, "error"])
+        writer.writerow(
+            ["learner", "path", "points", "max_points", *ids, *(f"{i} points" for i in ids), "error"]
+        )
         for report in reports:
             status = {r["id"]: r["status"] for r in report["exercises"]}
+            points = {r["id"]: r["points"] for r in report["exercises"]}
             row = [report["learner"], report["path"], report["points"], report["max_points"]]
-            writer.writerow(row + [status.get(i, "") for i in ids] + [report.get("error") or ""])
+            row += [status.get(i, "") for i in ids] + [points.get(i, "") for i in ids]
+            writer.writerow(row + [report.get("error") or ""])
+
+
+def regrade_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """What changed between two reports of the grader (``grades.json``): one entry per learner, notebook and
+    item whose status or points moved, or that only one report has.
+
+    Example:
+        >>> item = {"id": "04.1", "status": "FAIL", "points": 0, "max_points": 1}
+        >>> old = {"submissions": [{"learner": "ada", "notebook": "04", "exercises": [item]}]}
+        >>> new = {"submissions": [{"learner": "ada", "notebook": "04", "exercises": [item | {"status": "PASS", "points": 1}]}]}
+        >>> regrade_changes(old, new)
+        [{'learner': 'ada', 'notebook': '04', 'id': '04.1', 'before': 'FAIL 0', 'after': 'PASS 1'}]
+    """
+
+    def items(document: dict[str, Any]) -> dict[tuple[str, str, str], str]:
+        return {
+            (report["learner"], report["notebook"] or "", r["id"]): f"{r['status']} {r['points']:g}"
+            for report in document.get("submissions", [])
+            for r in report["exercises"]
+        }
+
+    old, new = items(before), items(after)
+    return [
+        {
+            "learner": key[0],
+            "notebook": key[1],
+            "id": key[2],
+            "before": old.get(key, "-"),
+            "after": new.get(key, "-"),
+        }
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -395,6 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--learner", default=None, help="the learner's id for every notebook (default: from the folders)"
+    )
+    parser.add_argument(
+        "--regrade-of",
+        type=Path,
+        default=None,
+        help="an earlier report (grades.json): print what changed, and keep the list in the new report",
     )
     parser.add_argument(
         "--sandbox",
@@ -454,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
         document["submissions"] = reports
         for report in reports:
             print(format_table(report))
+        if args.regrade_of is not None:
+            changes = regrade_changes(json.loads(args.regrade_of.read_text(encoding="utf-8")), document)
+            document["regrade"] = {"of": str(args.regrade_of), "changes": changes}
+            print(f"regrade of {args.regrade_of}: {len(changes)} item(s) changed")
+            for c in changes:
+                print(f"  {c['learner']:<16} {c['id']:<6} {c['before']} -> {c['after']}")
         passed = all(r["passed"] for r in reports)
         print(f"{sum(r['passed'] for r in reports)}/{len(reports)} notebooks passed every exercise")
         code = 0 if passed else 1

@@ -9,6 +9,7 @@ learner's process.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,6 @@ class Exercise:
     properties: tuple[Property, ...] = ()  # checked last, each on its own cases
     diagnoses: tuple[Callable[[Case, torch.Tensor], str | None], ...] = ()  # explain a value mismatch
     hints: tuple[str, ...] = ()  # tiered: general first, nearly the answer last
-    points: int = 1  # points for a PASS
     difficulty: int = 1  # 1 warm-up, 2 takes thought, 3 a project (shown as stars in the notebook)
     minutes: int = 10  # about how long a learner who read the notebook needs
     # "" a function to write; "build" assembles a module and matches a production peer; "measure" runs an
@@ -73,6 +73,12 @@ class Exercise:
     kind: str = ""
     atol: float = 1e-5  # float outputs match when |got - expected| <= atol + rtol * |expected|
     rtol: float = 1e-4
+
+    @property
+    def points(self) -> int:
+        """Points for a PASS: the difficulty times the minutes in tens, rounded up (a 5-minute warm-up 1, a
+        15-minute core exercise 4, a 40-minute challenge 12); a partial answer earns its share of the cases."""
+        return self.difficulty * math.ceil(self.minutes / 10)
 
 
 LETTERS = "abcdefgh"  # the labels of a question's choices, in order
@@ -96,7 +102,7 @@ class Question:
     wrong: tuple[tuple[str | float, str], ...] = ()
     tolerance: float = 0.0  # a number passes when |given - answer| <= tolerance
     hints: tuple[str, ...] = ()  # tiered, as for exercises; never the answer
-    points: int = 1
+    points: int = 1  # a question is worth one point: it takes minutes, and its answer is right or wrong
     difficulty: int = 1
     minutes: int = 2
 
@@ -122,11 +128,12 @@ KINDS = {"": "", "build": "build and verify", "measure": "measure", "triton": "T
 
 
 def badge(item: Exercise | Question) -> str:
-    """The difficulty, kind and time an exercise's heading shows: ``★★☆ core · measure · about 10 min``
-    (no kind for a plain function or a question)."""
+    """The difficulty, kind, time and points an exercise's heading shows: ``★★☆ core · measure · about 10 min ·
+    2 points`` (no kind for a plain function or a question)."""
     stars = "★" * item.difficulty + "☆" * (3 - item.difficulty)
     kind = KINDS[item.kind] if isinstance(item, Exercise) else ""  # a question's kind is its answer's form
-    return f"{stars} {LEVELS[item.difficulty]}{f' · {kind}' if kind else ''} · about {item.minutes} min"
+    worth = f"{item.points} point{'s' if item.points != 1 else ''}"
+    return f"{stars} {LEVELS[item.difficulty]}{f' · {kind}' if kind else ''} · about {item.minutes} min · {worth}"
 
 
 def make_cases(exercise: Exercise, seed: int) -> list[Case]:

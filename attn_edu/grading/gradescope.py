@@ -75,7 +75,7 @@ def results(document: dict[str, Any], *, visibility: str = "visible") -> dict[st
                 }
             )
         tests += [_test(result, report, visibility) for result in report["exercises"]]
-    score = sum(t["score"] for t in tests)
+    score = round(sum(t["score"] for t in tests), 2)
     max_score = sum(t["max_score"] for t in tests)
     if document.get("error"):
         summary = f"The grader could not grade this submission: {document['error']}"

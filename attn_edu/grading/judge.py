@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
@@ -159,19 +160,65 @@ def _violation(
     return None
 
 
+def _share(
+    exercise: Exercise,
+    cases: Sequence[Case],
+    outcomes: Sequence[Outcome],
+    expected: Sequence[torch.Tensor] | None,
+) -> int:
+    """How many of ``cases`` the function got right: a value case that matches the reference, a property's
+    case where it holds; one that raised or timed out did not."""
+    right = 0
+    for i, (case, outcome) in enumerate(zip(cases, outcomes)):
+        if outcome.kind != "tensor" or outcome.tensor is None:
+            continue
+        got = outcome.tensor
+        prop = next((p for p in exercise.properties if p.name == case.group), None)
+        try:
+            if prop is not None and prop.holds is not None:
+                right += prop.holds(case, got) is None
+                continue
+            exp = expected[i] if expected is not None else exercise.reference(*case.args, **case.kwargs)
+            right += got.dtype == exp.dtype and _close(got, exp, exercise.atol, exercise.rtol)
+        except Exception:  # noqa: BLE001 - an output the predicate cannot read is not right
+            continue
+    return right
+
+
 def judge(
     exercise: Exercise,
     cases: Sequence[Case],
     outcomes: Sequence[Outcome],
     expected: Sequence[torch.Tensor] | None = None,
+    *,
+    total: int | None = None,
 ) -> CheckResult:
     """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`.
 
     ``expected``: the reference's outputs on ``cases`` (:func:`reference_outputs`), when they are already
-    known; else each is computed where it is needed.
+    known; else each is computed where it is needed. ``total``: how many cases the exercise has (``cases`` may
+    stop early, at the first that gave no tensor). A function that fails on some cases, by a wrong value or
+    an error, earns the points of the cases it got right (partial credit); one that called the library,
+    returned no tensor or was not attempted earns none.
     """
     if expected is not None and len(expected) != len(cases):
         raise ValueError(f"expected: one reference output per case ({len(cases)}), got {len(expected)}")
+    result = _judge(exercise, cases, outcomes, expected)
+    partial = result.status in (Status.FAIL, Status.ERROR, Status.TIMEOUT) and all(
+        o.kind in ("tensor", "error", "timeout") for o in outcomes
+    )
+    if not partial:
+        return result
+    share = _share(exercise, cases, outcomes, expected) / max(total or len(cases), 1)
+    return replace(result, points=round(exercise.points * share, 2))
+
+
+def _judge(
+    exercise: Exercise,
+    cases: Sequence[Case],
+    outcomes: Sequence[Outcome],
+    expected: Sequence[torch.Tensor] | None,
+) -> CheckResult:
     for case, outcome in zip(cases, outcomes, strict=True):
         where = describe_case(exercise, case)
         if outcome.kind == "not_implemented":

@@ -80,6 +80,10 @@ class _Worker:
                 code = self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 code = None
+            if (
+                code is not None and code > 128
+            ):  # bwrap passes a signal on as 128 + its number, as a shell does
+                code = -(code - 128)
         else:
             self.proc.join(timeout=grace)
             code = self.proc.exitcode

@@ -95,7 +95,7 @@ def check(
         cases = make_cases(exercise, seed=0)
         device = kernel_device() if exercise.kind == "triton" else "cpu"  # a GPU runs a kernel compiled
         outcomes = run_cases(fn, cases, timeout, device)
-        result = judge(exercise, cases[: len(outcomes)], outcomes)
+        result = judge(exercise, cases[: len(outcomes)], outcomes, total=len(cases))
     return _strict(result, strict)
 
 

@@ -323,18 +323,25 @@ def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 
 
 def receive_message(
-    sock: socket.socket, deadline: float | None = None, max_bytes: int = MAX_MESSAGE_BYTES
+    sock: socket.socket,
+    deadline: float | None = None,
+    max_bytes: int = MAX_MESSAGE_BYTES,
+    *,
+    from_grader: bool = False,
 ) -> object:
     """Read one message written by :func:`send_message` (``deadline``: a :func:`time.monotonic` time).
 
     :class:`Closed` when the socket closes or the deadline passes; :class:`SchemaError` for a message longer
     than ``max_bytes`` (the rest of the stream cannot be trusted then: the caller stops reading) or not JSON.
+    Bare ``NaN`` and ``Infinity`` are refused, except ``from_grader`` (the worker reading the grader's inputs,
+    whose masked scores hold ``-inf``).
     """
     (n,) = struct.unpack(">I", _read_exactly(sock, 4, deadline))
     if n > max_bytes:
         raise SchemaError(f"a message of {n} bytes, over the limit of {max_bytes}")
     try:
-        return json.loads(_read_exactly(sock, n, deadline), parse_constant=_reject_constant)
+        data = _read_exactly(sock, n, deadline)
+        return json.loads(data) if from_grader else json.loads(data, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as err:
         raise SchemaError(f"not JSON ({type(err).__name__})") from err
 

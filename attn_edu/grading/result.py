@@ -35,7 +35,9 @@ class CheckResult:
     status: Status  # PASS, FAIL, NOT_ATTEMPTED, ERROR or TIMEOUT
     message: str  # what was expected and what came back (shapes, numbers)
     hint: str = ""  # the likely mistake or the next step; empty when passed
-    points: int = 0  # points earned
+    points: float = (
+        0  # points earned: all of them for a PASS, the share of the cases right for a partial answer
+    )
     max_points: int = 1  # points available
 
     @property

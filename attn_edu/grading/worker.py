@@ -28,6 +28,7 @@ code never ran and which the learner's code cannot reach.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import io
 import os
@@ -200,7 +201,8 @@ def run(sock: socket.socket, workdir: str) -> None:
     sys.meta_path.insert(0, KeyBlocker())
     for name in [m for m in sys.modules if is_answer_key(m)]:  # none, unless a caller imported them
         del sys.modules[name]
-    send, receive = protocol.send_message, protocol.receive_message  # bound before any learner code runs
+    send = protocol.send_message  # bound before any learner code runs
+    receive = functools.partial(protocol.receive_message, from_grader=True)
     setup = receive(sock)
     _limit_resources(setup["memory_bytes"])
     send(sock, {"event": "started"})
