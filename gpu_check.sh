@@ -4,14 +4,16 @@
 #   2. correctness: the kernel tests, compiled for the GPU (pytest tests/test_triton_flash.py -m triton):
 #      outputs and gradients against float64 references, float16/bfloat16/float32, causal and not,
 #      odd lengths, T != S, grouped heads, one-token decoding, the teaching kernels and the fast path
-#   3. benchmark: forward/backward TFLOP/s against PyTorch's FlashAttention and the naive reference
+#   3. exercises: the Triton exercises' solution kernels (12.4, 12.5, 12.7, 12.8) through check(), compiled
+#      for the GPU and launched by the grader's launchers (scripts/check_triton_exercises.py)
+#   4. benchmark: forward/backward TFLOP/s against PyTorch's FlashAttention and the naive reference
 #
 # Usage:   ./gpu_check.sh OUTDIR
 # Needs:   python3 with torch (CUDA), triton and pytest already installed; installs nothing.
-# Writes:  OUTDIR/{env.txt, check.txt, check.xml, bench.txt, bench.json, bench.png}
+# Writes:  OUTDIR/{env.txt, check.txt, check.xml, exercises.txt, bench.txt, bench.json, bench.png}
 #          (check.xml: the tests' JUnit XML summary, one <testcase> per test)
 # Dry run without a GPU: GPU_CHECK_ALLOW_CPU=1 ./gpu_check.sh OUTDIR (Triton's interpreter, tiny sizes).
-# Runtime: at most 8 minutes (each stage has its own time limit; the benchmark also stops starting
+# Runtime: at most 10 minutes (each stage has its own time limit; the benchmark also stops starting
 #          new timings after BENCH_BUDGET_S seconds and keeps what it measured). On a GPU with
 #          pytest-xdist installed the kernel tests run in 4 processes.
 set -euo pipefail
@@ -33,6 +35,7 @@ unset TRITON_INTERPRET  # compile for the GPU, never the CPU interpreter
 
 ENV_TIMEOUT_S=60
 CHECK_TIMEOUT_S=240  # compiling every tested kernel variant takes most of it
+EXERCISES_TIMEOUT_S=120
 BENCH_TIMEOUT_S=180
 BENCH_BUDGET_S=130
 
@@ -85,6 +88,12 @@ else
 fi
 
 stage "correctness" "$CHECK_TIMEOUT_S" "$OUT/check.txt" "${check_cmd[@]}"
+
+exercises_cmd=(python3 scripts/check_triton_exercises.py)
+if ! python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+    exercises_cmd=(env TRITON_INTERPRET=1 "${exercises_cmd[@]}")  # the dry run
+fi
+stage "exercises" "$EXERCISES_TIMEOUT_S" "$OUT/exercises.txt" "${exercises_cmd[@]}"
 
 stage "benchmark" "$BENCH_TIMEOUT_S" "$OUT/bench.txt" \
     python3 -m attn_edu.bench flash --json "$OUT/bench.json" --plot "$OUT/bench.png" --budget-s "$BENCH_BUDGET_S"

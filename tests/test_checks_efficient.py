@@ -57,15 +57,19 @@ def _route_mixtral_style(x, gate_weight, k):
     "exercise_id, fn",
     [
         ("11.1", _window_by_loops),
-        ("11.2", _linear_quadratic),
         ("11.3", _rnn_by_loop),
-        ("11.3", _linear_quadratic),  # the parallel form is the same function
         ("11.4", _route_mixtral_style),
     ],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)
     assert result.status is Status.PASS, result
+
+
+@pytest.mark.parametrize("exercise_id", ["11.2", "11.3"])
+def test_the_quadratic_form_has_the_right_numbers_and_the_wrong_algorithm(exercise_id: str) -> None:
+    result = check(exercise_id, _linear_quadratic)  # exactly what both exercises ask to avoid
+    assert result.status is Status.FAIL and "without the (T, S) score matrix" in result.message, result
 
 
 def test_cases_cover_cached_keys_heads_and_both_window_kinds() -> None:

@@ -47,11 +47,16 @@ def _logsumexp_in_float64(m_i, l_i):
 
 @pytest.mark.parametrize(
     "exercise_id, fn",
-    [("12.1", _online_softmax_streamed), ("12.2", _attention_from_torch), ("12.3", _logsumexp_in_float64)],
+    [("12.1", _online_softmax_streamed), ("12.3", _logsumexp_in_float64)],
 )
 def test_independent_correct_versions_pass(exercise_id: str, fn) -> None:
     result = check(exercise_id, fn)
     assert result.status is Status.PASS, result
+
+
+def test_torchs_attention_has_the_right_numbers_but_is_not_tiled() -> None:
+    result = check("12.2", _attention_from_torch)
+    assert result.status is Status.FAIL and "scaled_dot_product_attention" in result.message, result
 
 
 def test_cases_cover_the_hard_inputs() -> None:
@@ -117,9 +122,9 @@ def _backward_from_torch_autograd(q, k, v, out, lse, grad_out, is_causal=False, 
     return torch.cat([q.grad, k.grad, v.grad], dim=-2)  # (..., T + 2S, D)
 
 
-def test_torch_autograd_of_sdpa_passes_the_backward_check() -> None:
+def test_torch_autograd_of_sdpa_has_the_right_numbers_but_is_not_the_backward_asked_for() -> None:
     result = check("12.6", _backward_from_torch_autograd)
-    assert result.status is Status.PASS, result
+    assert result.status is Status.FAIL and result.message.startswith("right on every case, but it "), result
 
 
 def test_backward_cases_cover_the_hard_inputs() -> None:

@@ -135,7 +135,10 @@ def test_every_solution_notebook_has_registered_exercises() -> None:
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
     exercise = EXERCISES[exercise_id]
-    assert check(exercise_id, answer_key(exercise)).status is Status.PASS
+    if exercise.kind == "triton":  # check() launches the kernel of the exercise's name: judged here directly
+        assert _graded(exercise_id, answer_key(exercise), 0).status is Status.PASS
+    else:
+        assert check(exercise_id, answer_key(exercise)).status is Status.PASS
     for seed in _grader_seeds(exercise_id):
         graded = _graded(exercise_id, answer_key(exercise, seed), seed)
         assert graded.status is Status.PASS, (seed, graded)
@@ -143,7 +146,7 @@ def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
     def stub(*args, **kwargs):
         raise NotImplementedError(f"Exercise {exercise_id}: ...")
 
-    result = check(exercise_id, stub)
+    result = _graded(exercise_id, stub, 0) if exercise.kind == "triton" else check(exercise_id, stub)
     assert result.status is Status.NOT_ATTEMPTED and result.points == 0
     assert len(exercise.mistakes) >= 2, "each exercise recognises at least two common mistakes"
     assert len(exercise.hints) >= 2, "each exercise has tiered hints"
@@ -153,7 +156,10 @@ def test_reference_passes_and_stub_is_not_attempted(exercise_id: str) -> None:
 def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
     exercise = EXERCISES[exercise_id]
     mistake = exercise.mistakes[index]
-    result = check(exercise_id, answer_key(exercise, fn=mistake.fn))
+    if exercise.kind == "triton":  # check() launches the kernel of the exercise's name: judged here directly
+        result = _graded(exercise_id, answer_key(exercise, fn=mistake.fn), 0)
+    else:
+        result = check(exercise_id, answer_key(exercise, fn=mistake.fn))
     assert result.status is Status.FAIL and result.hint == mistake.message, result
     for seed in _grader_seeds(exercise_id):  # the grading command's inputs, and more where sizes are drawn
         graded = _graded(exercise_id, answer_key(exercise, seed, mistake.fn), seed)

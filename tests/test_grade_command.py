@@ -302,7 +302,15 @@ def test_a_reply_is_read_only_as_the_answer_to_the_request_just_sent() -> None:
         "nonce": "n1",
         "outcomes": [{"kind": "error", "detail": "x\x1b[2J"}],
     }
-    assert protocol.take_exercise_reply(good, "02.1", "n1", [10]) == [Outcome("error", detail="x [2J")]
+    assert protocol.take_exercise_reply(good, "02.1", "n1", [10]) == (
+        [Outcome("error", detail="x [2J")],
+        None,
+    )
+    noted = {
+        **good,
+        "algorithm": "builds a 5 x 7 tensor\x1b",
+    }  # what the worker saw of the algorithm, cleaned
+    assert protocol.take_exercise_reply(noted, "02.1", "n1", [10])[1] == "builds a 5 x 7 tensor "
     missing = {"event": "exercise", "id": "02.1", "nonce": "n1", "missing": True}
     assert protocol.take_exercise_reply(missing, "02.1", "n1", [10]) is None
     forged = [
@@ -317,7 +325,7 @@ def test_a_reply_is_read_only_as_the_answer_to_the_request_just_sent() -> None:
         with pytest.raises(protocol.SchemaError):
             protocol.take_exercise_reply(reply, "02.1", "n1", [10])
     bad_value = {**good, "outcomes": [{"kind": "tensor", "dtype": "float32", "shape": [1], "data": ["NaN!"]}]}
-    assert protocol.take_exercise_reply(bad_value, "02.1", "n1", [10])[0].kind == "error"
+    assert protocol.take_exercise_reply(bad_value, "02.1", "n1", [10])[0][0].kind == "error"
     answers = {
         "event": "answers",
         "nonce": "n2",

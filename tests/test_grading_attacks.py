@@ -15,8 +15,10 @@ the exercise review (``shared/reviews/exercises.md``, "Wrong answers I believe p
 
 The controls: the solution notebook passes every item, in the sandbox and without it.
 
-Not closed yet (strict xfails, so that closing one shows here): a PyTorch launcher for a Triton exercise, and
-the dense algorithm where 11.2, 11.3, 12.1, 12.2, 12.6 and 12.7 ask for another.
+The algorithms are checked too: the dense (T, S) form for 11.2, 11.3, 12.2 and 12.6, a prefix sum for 11.3's
+recurrence, autograd for 12.6's backward (attn_edu/grading/algorithms.py); a PyTorch launcher for a Triton
+exercise, and 12.7 without causal block skipping (tests/test_triton_exercises.py). Not closed yet (a strict
+xfail, so that closing it shows here): 12.1 grades the given driver, so an edited driver passes.
 """
 
 from __future__ import annotations
@@ -440,22 +442,87 @@ def test_without_the_sandbox_the_grader_says_so_and_still_grades(tmp_path: Path,
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Not closed yet: the kernel exercises and the algorithms (issue 36, "kernels graded as kernels")
+# The kernel exercises: the kernel is graded, not the launcher; the algorithm an exercise asks for
 
 
-@pytest.mark.xfail(strict=True, reason="a Triton exercise's launcher is graded, not its kernel (issue 36)")
 def test_a_pytorch_launcher_fails_a_triton_exercise() -> None:
-    assert check("12.4", lambda x: torch.softmax(x, dim=-1)).status is not Status.PASS
+    # The check launches the kernel of the exercise's name itself; this module has none.
+    result = check("12.4", lambda x: torch.softmax(x, dim=-1))
+    assert (
+        result.status is Status.ERROR and "no @triton.jit function named `softmax_kernel`" in result.message
+    )
 
 
-@pytest.mark.xfail(strict=True, reason="11.2's 'no (T, S) matrix' is not enforced (issue 36)")
-def test_the_dense_form_fails_the_parallel_linear_attention() -> None:
-    def dense(q, k, v):
-        phi_q, phi_k = torch.nn.functional.elu(q) + 1, torch.nn.functional.elu(k) + 1
+def _phi(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.elu(x) + 1
+
+
+def _dense_linear(q, k, v):
+    T, S = q.shape[-2], k.shape[-2]
+    scores = (_phi(q) @ _phi(k).transpose(-2, -1)).masked_fill(
+        ~torch.ones(T, S, dtype=torch.bool).tril(S - T), 0.0
+    )
+    return (scores @ v) / scores.sum(-1, keepdim=True)
+
+
+def _prefix_sums(q, k, v):  # 11.2's parallel form: right for 11.2, not the recurrence 11.3 asks for
+    T, S = q.shape[-2], k.shape[-2]
+    state = torch.cumsum(_phi(k)[..., :, :, None] * v[..., :, None, :], dim=-3)[..., S - T :, :, :]
+    norm = torch.cumsum(_phi(k), dim=-2)[..., S - T :, :]
+    return (_phi(q)[..., :, :, None] * state).sum(-2) / (_phi(q) * norm).sum(-1, keepdim=True)
+
+
+def _sdpa_forward(q, k, v, is_causal=False, block_q=16, block_k=16):
+    T, S = q.shape[-2], k.shape[-2]
+    visible = (
+        torch.ones(T, S, dtype=torch.bool).tril(S - T) if is_causal else torch.ones(T, S, dtype=torch.bool)
+    )
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=visible)
+    return torch.where(visible.any(dim=-1)[:, None], out, 0.0)  # rows that see no key: zeros
+
+
+def _autograd_backward(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, block_k=16):
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         T, S = q.shape[-2], k.shape[-2]
-        scores = (phi_q @ phi_k.transpose(-2, -1)).masked_fill(
-            ~torch.ones(T, S, dtype=torch.bool).tril(S - T), 0.0
-        )
-        return (scores @ v) / scores.sum(-1, keepdim=True)
+        scores = leaves[0] @ leaves[1].transpose(-2, -1) / q.shape[-1] ** 0.5
+        if is_causal:
+            scores = scores.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(S - T), float("-inf"))
+        o = torch.softmax(scores, -1).nan_to_num(0.0) @ leaves[2]
+        return torch.cat(torch.autograd.grad(o, leaves, grad_out), dim=-2)
 
-    assert check("11.2", dense).status is not Status.PASS
+
+@pytest.mark.parametrize(
+    "exercise_id, answer, words",
+    [
+        ("11.2", _dense_linear, "without the (T, S) score matrix"),
+        ("11.3", _prefix_sums, "uses cumsum"),
+        ("11.3", _dense_linear, "without the (T, S) score matrix"),
+        ("12.2", _sdpa_forward, "scaled_dot_product_attention"),
+        ("12.6", _autograd_backward, "without the (T, S) score matrix"),
+    ],
+    ids=["11.2-dense", "11.3-prefix-sums", "11.3-dense", "12.2-sdpa", "12.6-autograd"],
+)
+def test_the_algorithm_an_exercise_asks_for_is_checked(exercise_id: str, answer, words: str) -> None:
+    result = check(exercise_id, answer)  # the right numbers: the way of computing is what fails
+    assert result.status is Status.FAIL and result.message.startswith("right on every case, but it "), result
+    assert words in result.message and "a way of computing" in result.hint and result.points == 0
+    assert check("11.2", _prefix_sums).status is Status.PASS  # the prefix sums are 11.2's answer
+
+
+def test_autograd_is_refused_even_without_a_score_matrix() -> None:
+    from attn_edu.grading.algorithms import watched
+
+    def tiny(q, k, v, out, lse, grad_out, **kwargs):
+        with torch.enable_grad():
+            x = q.detach().requires_grad_()
+            return torch.autograd.grad((x * 2).sum(), x)[0]
+
+    call = watched("12.6", tiny)
+    call(torch.randn(1, 1, 3, 4), torch.randn(1, 1, 5, 4), None, None, None, None)
+    assert call.broken.startswith("uses autograd")
+
+
+@pytest.mark.xfail(strict=True, reason="12.1 grades the given driver, not the learner's update (issue 36)")
+def test_an_edited_driver_fails_the_online_softmax_step() -> None:
+    assert check("12.1", lambda x, block_size: torch.softmax(x, dim=-1)).status is not Status.PASS

@@ -5,7 +5,9 @@ tensors. The solution notebook's kernels pass all four in the grader; the slips 
 - In a notebook's process (``check()``): the right kernels pass; each slip, written as the kernel a learner
   writes (masked lanes loaded as 0, no division, no rescale of the old sum, no running maximum), fails with the
   message the exercise gives for it; the stub's ``NotImplementedError``, which the interpreter re-raises
-  wrapped, is "not attempted".
+  wrapped, is "not attempted". The launchers are PyTorch one-liners: the check launches the kernel of the
+  exercise's name itself, so a launcher without a kernel is an error, and a masked load without ``other=``
+  reads NaN.
 - With the grading command: the solution notebook passes; a kernel that never ends is a TIMEOUT, a kernel that
   stores far out of bounds is stopped by the bounds watch (:mod:`attn_edu.grading.bounds`) and reported, and
   one that crashes its process (SIGSEGV) is reported too; the JSON is written each time.
@@ -31,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "exercises" / "12_flash_attention.ipynb"
 SOLUTION = ROOT / "solutions" / "12_flash_attention.ipynb"
 
-# The kernels a learner might write; each is a (launcher, exercise) pair run through check().
+# The kernels a learner might write, under the names the notebook gives them: check() launches them itself,
+# with the grader's launcher (attn_edu/grading/kernel_harness.py). Each slip is a flag the kernel reads (the
+# interpreter runs the kernel as Python, so module globals may change between checks).
 KERNELS = textwrap.dedent(
     """
     import json, os
@@ -39,77 +43,124 @@ KERNELS = textwrap.dedent(
     import torch, triton, triton.language as tl
     from attn_edu.grading import check
 
-    def make_softmax(fill, normalise=True, subtract_max=True, store_mask=True):
-        @triton.jit
-        def kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr, FILL: tl.constexpr,
-                   NORMALISE: tl.constexpr, SUBTRACT_MAX: tl.constexpr, STORE_MASK: tl.constexpr):
-            row = tl.program_id(0)
-            cols = tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
-            if SUBTRACT_MAX:
-                x = x - tl.max(x, axis=0)
-            e = tl.exp(x)
-            if NORMALISE:
-                e = e / tl.sum(e, axis=0)
-            if STORE_MASK:
-                tl.store(out_ptr + row * row_stride + cols, e, mask=cols < n_cols)
-            else:  # every lane written, the padding ones past the row (and past the tensor, in the last row)
-                tl.store(out_ptr + row * row_stride + cols, e)
-
-        def softmax_rows(x):
-            out = torch.empty_like(x)
-            kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]),
-                                  FILL=fill, NORMALISE=normalise, SUBTRACT_MAX=subtract_max,
-                                  STORE_MASK=store_mask)
-            return out
-        return softmax_rows
-
-    def make_lse(fill, rescale=True):
-        @triton.jit
-        def kernel(x_ptr, lse_ptr, n_cols, row_stride, BLOCK: tl.constexpr, FILL: tl.constexpr,
-                   RESCALE: tl.constexpr):
-            row = tl.program_id(0)
-            m_i = float("-inf")
-            l_i = 0.0
-            for start in range(0, n_cols, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
-                m_new = tl.maximum(m_i, tl.max(x, axis=0))
-                if RESCALE:
-                    l_i = l_i * tl.exp(m_i - m_new)
-                l_i = l_i + tl.sum(tl.exp(x - m_new), axis=0)
-                m_i = m_new
-            tl.store(lse_ptr + row, m_i + tl.log(l_i))
-
-        def row_logsumexp(x):
-            lse = torch.empty(x.shape[0])
-            kernel[(x.shape[0],)](x, lse, x.shape[1], x.stride(0), BLOCK=16, FILL=fill, RESCALE=rescale)
-            return lse
-        return row_logsumexp
+    FILL, NORMALISE, SUBTRACT_MAX, STORE_MASK, STUB, RESCALE = float("-inf"), True, True, True, False, True
 
     @triton.jit
-    def stub_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
+    def softmax_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
         row = tl.program_id(0)
-        raise NotImplementedError("Exercise 12.4: ...")
+        if STUB:
+            raise NotImplementedError("Exercise 12.4: ...")
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
+        if SUBTRACT_MAX:
+            x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        if NORMALISE:
+            e = e / tl.sum(e, axis=0)
+        if STORE_MASK:
+            tl.store(out_ptr + row * row_stride + cols, e, mask=cols < n_cols)
+        else:  # every lane written, the padding ones past the row (and past the tensor, in the last row)
+            tl.store(out_ptr + row * row_stride + cols, e)
 
-    def stub(x):
-        out = torch.empty_like(x)
-        stub_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
-        return out
+    def softmax_rows(x):  # the learner's launcher: not what is graded
+        return torch.softmax(x, dim=-1)
+
+    @triton.jit
+    def logsumexp_kernel(x_ptr, lse_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        m_i = float("-inf")
+        l_i = 0.0
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
+            m_new = tl.maximum(m_i, tl.max(x, axis=0))
+            if RESCALE:
+                l_i = l_i * tl.exp(m_i - m_new)
+            l_i = l_i + tl.sum(tl.exp(x - m_new), axis=0)
+            m_i = m_new
+        tl.store(lse_ptr + row, m_i + tl.log(l_i))
+
+    def row_logsumexp(x):
+        return torch.logsumexp(x, dim=-1)
+
+    @triton.jit
+    def without_other(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols)  # lanes past n_cols: undefined
+        x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        tl.store(out_ptr + row * row_stride + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+
+    SKIP, WHOLE_ROW = True, False
+
+    @triton.jit
+    def flash_forward_kernel(
+        q_ptr, k_ptr, v_ptr, out_ptr, T, S, D, scale,
+        IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    ):
+        q_start = tl.program_id(0) * BLOCK_M
+        n = tl.program_id(1)
+        rows = q_start + tl.arange(0, BLOCK_M)
+        dims = tl.arange(0, BLOCK_D)
+        row_mask = (rows[:, None] < T) & (dims[None, :] < D)
+        q = tl.load(q_ptr + n * T * D + rows[:, None] * D + dims[None, :], mask=row_mask, other=0.0)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        key_stop = S
+        if IS_CAUSAL and SKIP:
+            key_stop = tl.minimum(S, tl.maximum(0, S - T + q_start + BLOCK_M))
+        for k_start in range(0, key_stop, BLOCK_N):
+            cols = k_start + tl.arange(0, BLOCK_N)
+            kv_mask = (cols[:, None] < S) & (dims[None, :] < D)
+            k = tl.load(k_ptr + n * S * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
+            v = tl.load(v_ptr + n * S * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
+            scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+            allowed = cols[None, :] < S
+            if IS_CAUSAL:
+                allowed = allowed & (cols[None, :] <= rows[:, None] + S - T)
+            scores = tl.where(allowed, scores, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp(m_i - m_safe)
+            p = tl.exp(scores - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+            m_i = m_new
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(out_ptr + n * T * D + rows[:, None] * D + dims[None, :], out, mask=row_mask)
+
+    def flash_forward(q, k, v, is_causal=False):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
 
     INF = float("-inf")
     tried = {
-        "softmax right": ("12.4", make_softmax(INF)),
-        "softmax zero lanes": ("12.4", make_softmax(0.0)),
-        "softmax not normalised": ("12.4", make_softmax(INF, normalise=False)),
-        "softmax without max": ("12.4", make_softmax(INF, subtract_max=False)),
-        "softmax stub": ("12.4", stub),
-        "softmax store without mask": ("12.4", make_softmax(INF, store_mask=False)),
-        "lse right": ("12.5", make_lse(INF)),
-        "lse no rescale": ("12.5", make_lse(INF, rescale=False)),
-        "lse zero lanes": ("12.5", make_lse(0.0)),
+        "flash right": ("12.7", flash_forward, {}),
+        "flash without block skipping": ("12.7", flash_forward, {"SKIP": False}),
+        "softmax right": ("12.4", softmax_rows, {}),
+        "softmax zero lanes": ("12.4", softmax_rows, {"FILL": 0.0}),
+        "softmax not normalised": ("12.4", softmax_rows, {"NORMALISE": False}),
+        "softmax without max": ("12.4", softmax_rows, {"SUBTRACT_MAX": False}),
+        "softmax stub": ("12.4", softmax_rows, {"STUB": True}),
+        "softmax store without mask": ("12.4", softmax_rows, {"STORE_MASK": False}),
+        "softmax without other": ("12.4", without_other, {}),
+        "lse right": ("12.5", row_logsumexp, {}),
+        "lse no rescale": ("12.5", row_logsumexp, {"RESCALE": False}),
+        "lse zero lanes": ("12.5", row_logsumexp, {"FILL": 0.0}),
+        "launcher without its kernel": ("12.4", lambda x: torch.softmax(x, -1), {"__name__": "elsewhere"}),
     }
-    results = {name: check(eid, fn, timeout=60) for name, (eid, fn) in tried.items()}
+    defaults = dict(
+        FILL=INF, NORMALISE=True, SUBTRACT_MAX=True, STORE_MASK=True, STUB=False, RESCALE=True, SKIP=True
+    )
+    results = {}
+    for name, (eid, fn, flags) in tried.items():
+        globals().update(defaults, **{k: v for k, v in flags.items() if k.isupper()})
+        if "__name__" in flags:  # a launcher whose module has no kernel of the exercise's name
+            scope = {"torch": torch}
+            exec("def launcher(x):\\n    return torch.softmax(x, -1)", scope)
+            fn = scope["launcher"]
+        results[name] = check(eid, fn, timeout=60)
     print(json.dumps({name: [r.status.value, r.message, r.hint] for name, r in results.items()}))
     """
 )
@@ -162,6 +213,25 @@ def test_a_store_without_its_mask_is_stopped_in_the_notebook(checked: dict[str, 
 
 def test_the_stub_kernel_is_not_attempted(checked: dict[str, list[str]]) -> None:
     assert checked["softmax stub"][0] == "NOT_ATTEMPTED", checked["softmax stub"]
+
+
+def test_the_kernel_is_graded_not_the_launcher(checked: dict[str, list[str]]) -> None:
+    # Every launcher above is torch.softmax / torch.logsumexp: the verdicts are the kernels'.
+    status, message, _ = checked["launcher without its kernel"]
+    assert status == "ERROR" and "no @triton.jit function named `softmax_kernel`" in message, checked
+
+
+def test_a_forward_kernel_that_does_not_skip_causal_blocks_fails(checked: dict[str, list[str]]) -> None:
+    assert checked["flash right"][0] == "PASS", checked["flash right"]
+    status, message, _ = checked["flash without block skipping"]  # the same numbers, the wrong algorithm
+    assert status == "ERROR" and "causal block skipping: program" in message, message
+
+
+def test_a_masked_load_without_other_reads_nan_as_a_gpu_would_read_garbage(
+    checked: dict[str, list[str]],
+) -> None:
+    status, message, _ = checked["softmax without other"]
+    assert status == "FAIL" and "NaN" in message, checked["softmax without other"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,3 +314,19 @@ def test_the_bounds_watch_turns_itself_off_where_triton_lacks_what_it_uses(
     monkeypatch.delattr(getattr(interpreter, owner) if owner else interpreter, name)
     with bounds_checked() as on:
         assert on is False
+
+
+@pytest.mark.slow  # four kernels in the interpreter, as gpu_check.sh's dry run runs them (about 20 s)
+def test_gpu_checks_exercise_stage_passes_the_solution_kernels() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("ATTN_EDU_STRICT", None)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_triton_exercises.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.count("passed:") == 4 and "device: cpu" in done.stdout, done.stdout

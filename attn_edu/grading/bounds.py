@@ -4,7 +4,9 @@ On a GPU a ``tl.store`` without its mask corrupts memory silently; in Triton's i
 raw CPU address, which may overwrite another tensor or crash the Jupyter kernel. :func:`bounds_checked`
 watches every masked load and store while a kernel runs in the interpreter: each address a live lane touches
 must lie inside one of the tensors the kernel was launched with, or the lane is reported, by its index and
-by how far it is from the nearest tensor, as :class:`OutOfBounds`, before anything is read or written.
+by how far it is from the nearest tensor, as :class:`OutOfBounds`, before anything is read or written. A
+masked lane loaded without ``other=`` reads NaN (a GPU leaves it undefined; the interpreter would say 0), and
+:func:`recorded_loads` lets a check see which elements each program loaded.
 
 It works by wrapping three methods of ``triton.runtime.interpreter`` (the launch's argument copy, the masked
 load and the masked store) for the duration of the block, and reads element sizes with its private
@@ -24,6 +26,35 @@ import numpy as np
 
 class OutOfBounds(IndexError):
     """A kernel's load or store reached an address outside every tensor it was given."""
+
+
+# The lists that record loads now (innermost last): each load appends (program id, tensor name, elements).
+_RECORDERS: list[list[tuple[tuple[int, ...], str, Any]]] = []
+
+
+@contextmanager
+def recorded_loads() -> Iterator[list[tuple[tuple[int, ...], str, Any]]]:
+    """Record, inside :func:`bounds_checked`, every load of the kernels launched in the block: the program's id
+    ``(x, y, z)``, the name of the kernel argument the live lanes read, and the element indices they read
+    (a NumPy array). Outside the watch, or on a GPU, the list stays empty."""
+    loads: list[tuple[tuple[int, ...], str, Any]] = []
+    _RECORDERS.append(loads)
+    try:
+        yield loads
+    finally:
+        _RECORDERS.remove(loads)
+
+
+def _record(
+    ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, np_dtype: Callable[[Any], Any], where: Any
+) -> None:
+    addresses = np.asarray(ptrs.data, dtype=np.uint64).ravel()
+    live = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)).ravel()
+    size = np.dtype(np_dtype(ptrs.get_element_ty())).itemsize
+    for start, end, name in ranges:
+        inside = live & (addresses >= start) & (addresses + size <= end)
+        if inside.any():
+            _RECORDERS[-1].append((tuple(where), name, (addresses[inside] - start) // size))
 
 
 def _storages(value: Any, found: list[tuple[int, int, str]], name: str) -> None:
@@ -85,6 +116,7 @@ def bounds_checked() -> Iterator[bool]:
         yield False
         return
     init, load, store = executor._init_args_hst, builder.create_masked_load, builder.create_masked_store
+    handle = getattr(tri, "TensorHandle", None)  # the interpreter's value type: for a NaN fill
     ranges: list[tuple[int, int, str]] = []
 
     def watched_init(self: Any, args_dev: Any, kwargs: Any) -> Any:
@@ -97,9 +129,15 @@ def bounds_checked() -> Iterator[bool]:
             _storages(value, ranges, name)
         return args_hst, kwargs_hst
 
-    def watched_load(self: Any, ptrs: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
+    def watched_load(self: Any, ptrs: Any, mask: Any, other: Any = None, *args: Any, **kwargs: Any) -> Any:
         _check(ranges, ptrs, mask, "tl.load", np_dtype)
-        return load(self, ptrs, mask, *args, **kwargs)
+        if _RECORDERS:
+            _record(ranges, ptrs, mask, np_dtype, getattr(self, "grid_idx", None) or ())
+        dtype = np.dtype(np_dtype(ptrs.get_element_ty()))
+        if other is None and dtype.kind == "f" and handle is not None:
+            # a masked lane without other= is undefined on a GPU: here it reads NaN, so the omission shows
+            other = handle(np.full(np.shape(ptrs.data), np.nan, dtype=dtype), ptrs.get_element_ty())
+        return load(self, ptrs, mask, other, *args, **kwargs)
 
     def watched_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
         _check(ranges, ptrs, mask, "tl.store", np_dtype)

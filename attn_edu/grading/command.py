@@ -229,6 +229,7 @@ def grade_notebook(
     if cells is None:
         parsed: dict[str, Any] = {
             "outcomes": {},
+            "algorithm": {},
             "answers": {},
             "missing": set(),
             "notes": [],
@@ -246,8 +247,15 @@ def grade_notebook(
         outcomes = parsed["outcomes"].get(item.exercise_id)
         n = 0 if outcomes is None else len(outcomes)
         ran = cases[item.exercise_id][:n], outcomes, expected[item.exercise_id][:n]
-        total = len(cases[item.exercise_id])
-        return _result(item, parsed, process, limits, outcomes, lambda: judge(item, *ran, total=total))
+        total, algorithm = len(cases[item.exercise_id]), parsed["algorithm"].get(item.exercise_id)
+        return _result(
+            item,
+            parsed,
+            process,
+            limits,
+            outcomes,
+            lambda: judge(item, *ran, total=total, algorithm=algorithm),
+        )
 
     results = [judged(item) for item in (*chosen, *asked)]
     process["notes"] = parsed["notes"]

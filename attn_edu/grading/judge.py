@@ -192,18 +192,24 @@ def judge(
     expected: Sequence[torch.Tensor] | None = None,
     *,
     total: int | None = None,
+    algorithm: str | None = None,
 ) -> CheckResult:
     """Turn the outcomes of the learner's function on ``cases`` into a :class:`CheckResult`.
 
     ``expected``: the reference's outputs on ``cases`` (:func:`reference_outputs`), when they are already
     known; else each is computed where it is needed. ``total``: how many cases the exercise has (``cases`` may
-    stop early, at the first that gave no tensor). A function that fails on some cases, by a wrong value or
+    stop early, at the first that gave no tensor). ``algorithm``: what the calls did against the way of
+    computing the exercise asks for (:mod:`attn_edu.grading.algorithms`): once every case is right, it fails. A function that fails on some cases, by a wrong value or
     an error, earns the points of the cases it got right (partial credit); one that called the library,
     returned no tensor or was not attempted earns none.
     """
     if expected is not None and len(expected) != len(cases):
         raise ValueError(f"expected: one reference output per case ({len(cases)}), got {len(expected)}")
     result = _judge(exercise, cases, outcomes, expected)
+    if result.passed and algorithm:  # the right numbers, the wrong way: no points
+        message = f"right on every case, but it {algorithm}"
+        hint = "the exercise asks for a way of computing, not only a result: reread what it asks for."
+        return result_for(exercise, Status.FAIL, message, hint)
     partial = result.status in (Status.FAIL, Status.ERROR, Status.TIMEOUT) and all(
         o.kind in ("tensor", "error", "timeout") for o in outcomes
     )
@@ -231,9 +237,12 @@ def _judge(
             return result_for(exercise, Status.TIMEOUT, message, "an endless loop, or a very large tensor?")
         if outcome.kind == "error":
             message = f"raised {outcome.detail} for {where}"
-            return result_for(
-                exercise, Status.ERROR, message, "call your function on these shapes to see why."
-            )
+            hint = "call your function on these shapes to see why."
+            if outcome.detail.startswith("KernelAlgorithmError"):
+                hint = "the exercise asks for a way of computing, not only a result: reread what it asks for."
+            elif outcome.detail.startswith("LookupError: no @triton.jit"):
+                hint = "define the kernel under the name the exercise gives it, with @triton.jit."
+            return result_for(exercise, Status.ERROR, message, hint)
         if outcome.kind == "shortcut":
             message = f"calls {outcome.detail} from the attn_edu package for {where}"
             tampered = [name for name in ("sys.setprofile", "sys.settrace") if name in outcome.detail]

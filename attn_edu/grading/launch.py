@@ -108,7 +108,14 @@ def _converse(
     """The grader's side of the conversation (:mod:`attn_edu.grading.protocol`): the cells, then each exercise's
     inputs, then the questions; what came back, read against the schema. Stops at the first reply that is
     late, missing or malformed: what was not answered by then has no entry."""
-    parsed: dict[str, Any] = {"outcomes": {}, "answers": {}, "missing": set(), "notes": [], "done": False}
+    parsed: dict[str, Any] = {
+        "outcomes": {},
+        "algorithm": {},
+        "answers": {},
+        "missing": set(),
+        "notes": [],
+        "done": False,
+    }
 
     def note(text: str) -> None:
         if len(parsed["notes"]) < protocol.MAX_NOTES:
@@ -128,11 +135,11 @@ def _converse(
             protocol.send_message(sock, ask)
             sizes = [case["max_elements"] for case in ask["cases"]]
             reply = protocol.receive_message(sock, deadline, 32 * sum(sizes) + 2**16)
-            outcomes = protocol.take_exercise_reply(reply, ask["id"], ask["nonce"], sizes)
-            if outcomes is None:
+            taken = protocol.take_exercise_reply(reply, ask["id"], ask["nonce"], sizes)
+            if taken is None:
                 parsed["missing"].add(ask["id"])
             else:
-                parsed["outcomes"][ask["id"]] = outcomes
+                parsed["outcomes"][ask["id"]], parsed["algorithm"][ask["id"]] = taken
         if questions:
             asked = [q["id"] for q in questions]
             ask = {"ask": "answers", "questions": questions, "nonce": secrets.token_hex(8)}

@@ -206,9 +206,13 @@ def cell_event(index: int, status: str, detail: object) -> dict[str, Any]:
     return {"event": "cell", "index": index, "status": status, "detail": clip(detail)}
 
 
-def exercise_event(ask: dict[str, Any], outcomes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The outcomes of one exercise's cases, in order, up to the first that is not a tensor."""
-    return {"event": "exercise", "id": ask["id"], "nonce": ask["nonce"], "outcomes": outcomes}
+def exercise_event(
+    ask: dict[str, Any], outcomes: list[dict[str, Any]], algorithm: str | None = None
+) -> dict[str, Any]:
+    """The outcomes of one exercise's cases, in order, up to the first that is not a tensor, and what the calls
+    did against the algorithm the exercise asks for (:mod:`attn_edu.grading.algorithms`), if anything."""
+    event = {"event": "exercise", "id": ask["id"], "nonce": ask["nonce"], "outcomes": outcomes}
+    return event | ({"algorithm": clip(algorithm)} if algorithm else {})
 
 
 def missing_event(ask: dict[str, Any]) -> dict[str, Any]:
@@ -376,10 +380,11 @@ def _answering(event: object, kind: str, nonce: str) -> dict[str, Any]:
 
 def take_exercise_reply(
     event: object, exercise_id: str, nonce: str, sizes: list[int]
-) -> list[Outcome] | None:
-    """The outcomes in the worker's reply to the request ``nonce`` for ``exercise_id`` (``None``: the notebook
-    has no such function). ``sizes[i]`` bounds the size of the i-th result. :class:`SchemaError` for a reply
-    that is not to this request or not well formed; a malformed outcome becomes an ``"error"`` outcome."""
+) -> tuple[list[Outcome], str | None] | None:
+    """The outcomes in the worker's reply to the request ``nonce`` for ``exercise_id``, with what the calls did
+    against the exercise's algorithm (``None``: nothing), or ``None`` when the notebook has no such function.
+    ``sizes[i]`` bounds the size of the i-th result. :class:`SchemaError` for a reply that is not to this
+    request or not well formed; a malformed outcome becomes an ``"error"`` outcome."""
     event = _answering(event, "exercise", nonce)
     if event.get("id") != exercise_id:
         raise SchemaError("exercise: the reply names another exercise")
@@ -387,15 +392,16 @@ def take_exercise_reply(
         return None
     raw = event.get("outcomes")
     if (
-        set(event) != {"event", "id", "nonce", "outcomes"}
+        set(event) - {"algorithm"} != {"event", "id", "nonce", "outcomes"}
         or not isinstance(raw, list)
         or not 1 <= len(raw) <= len(sizes)
     ):
         raise SchemaError("exercise: expected 1 .. len(cases) outcomes")
+    algorithm = _clean(event["algorithm"]) if "algorithm" in event else None
     try:
-        return [decode_outcome(r, n) for r, n in zip(raw, sizes)]
+        return [decode_outcome(r, n) for r, n in zip(raw, sizes)], algorithm
     except SchemaError as err:
-        return [Outcome("error", detail=f"the grader could not read this result ({err})")]
+        return [Outcome("error", detail=f"the grader could not read this result ({err})")], algorithm
 
 
 def take_answers_reply(event: object, asked: list[str], nonce: str) -> dict[str, Outcome | None]:

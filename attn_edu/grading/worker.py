@@ -40,7 +40,9 @@ from typing import Any
 import torch
 
 from attn_edu.grading import protocol
+from attn_edu.grading.algorithms import watched
 from attn_edu.grading.exercise import Case
+from attn_edu.grading.kernel_harness import KERNELS, kernel_of
 from attn_edu.grading.notebook import submitted
 from attn_edu.grading.run import ExerciseTimeout, run_cases, time_limit
 
@@ -173,7 +175,12 @@ class KeyBlocker(importlib.abc.MetaPathFinder):
 
 
 def _grade_exercise(ask: dict[str, Any], namespace: dict[str, Any], seconds: float) -> dict[str, Any]:
-    fn = namespace.get(ask["function"])
+    if (
+        ask["id"] in KERNELS
+    ):  # a Triton exercise: the kernel, found by name, launched by the grader's launcher
+        fn = kernel_of(ask["id"], None, namespace)
+    else:
+        fn = namespace.get(ask["function"])
     if fn is None:  # renamed? then the function the notebook passed to check() stands in
         fn = submitted(ask["id"])
     if fn is None:
@@ -183,10 +190,10 @@ def _grade_exercise(ask: dict[str, Any], namespace: dict[str, Any], seconds: flo
         return protocol.exercise_event(ask, [protocol.failure("error", detail)])
     decoded = [protocol.decode_case(case) for case in ask["cases"]]
     cases = [Case(tuple(args), kwargs) for args, kwargs, _ in decoded]
-    outcomes = run_cases(fn, cases, seconds)  # the notebook's check() runs them so too
-    return protocol.exercise_event(
-        ask, [protocol.encode_outcome(o, n) for o, (_, _, n) in zip(outcomes, decoded)]
-    )
+    call = watched(ask["id"], fn)
+    outcomes = run_cases(call, cases, seconds)  # the notebook's check() runs them so too
+    encoded = [protocol.encode_outcome(o, n) for o, (_, _, n) in zip(outcomes, decoded)]
+    return protocol.exercise_event(ask, encoded, call.broken)
 
 
 def run(sock: socket.socket, workdir: str) -> None:

@@ -5,8 +5,10 @@
 - 12.7 the FlashAttention forward kernel: online softmax over key blocks, ragged shapes, causal block skipping;
 - 12.8 the backward kernel for dQ: ``delta = rowsum(dO ∘ O)``, then ``dS = P ∘ (dP - delta)`` per key block.
 
-Each exercise grades a given launcher that runs the learner's kernel, in Triton's interpreter on CPU tensors
-(the exercise notebook and the grading command's worker set ``TRITON_INTERPRET=1``). The references are the
+Each check launches the learner's kernel, found by name, with the grader's copy of the notebook's given launcher
+(:mod:`attn_edu.grading.kernel_harness`: a launcher rewritten in PyTorch is not what is graded), in Triton's
+interpreter on CPU tensors (the exercise notebook and the grading command's worker set ``TRITON_INTERPRET=1``)
+or compiled on a GPU. The references are the
 library's (:func:`attn_edu.attention.masked_softmax`, :mod:`attn_edu.flash`); the known-wrong versions are
 written in torch, lane for lane: masked lanes loaded as 0 instead of -inf, a sum never divided by, an old sum
 not rescaled when the maximum grows, a causal mask aligned top-left, a scale or a delta forgotten.
@@ -21,6 +23,7 @@ import torch
 from attn_edu import attention, flash
 from attn_edu.grading.checks.flash import NEG_INF, running_stats, tiled_variant
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.kernel_harness import LSE_BLOCK
 
 
 def _randn(g: torch.Generator, *shape: int, std: float = 1.0) -> torch.Tensor:
@@ -30,7 +33,7 @@ def _randn(g: torch.Generator, *shape: int, std: float = 1.0) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # 12.4 a row-softmax kernel in Triton, 12.5 a row's log-sum-exp streamed over blocks in Triton
 
-LSE_BLOCK = 16  # the block width the 12.5 launcher uses: every row but the shortest spans several blocks
+# LSE_BLOCK: the block width of 12.5's launcher: every row but the shortest spans several blocks
 
 
 def _next_power_of_2(n: int) -> int:

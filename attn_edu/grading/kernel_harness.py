@@ -1,0 +1,161 @@
+"""The launchers of the Triton exercises, owned by the grader: a kernel is graded as a kernel.
+
+For exercises 12.4, 12.5, 12.7 and 12.8 the check does not call the learner's launcher: it finds the learner's
+``@triton.jit`` function by name (:data:`KERNELS`) and launches it here, with the grid and block sizes of the
+notebook's given launcher, on tensors on the input's device. A launcher rewritten in PyTorch (``return
+torch.softmax(x, -1)``) therefore grades nothing but the kernel beside it. In Triton's interpreter the loads
+are watched as well (:func:`attn_edu.grading.bounds.bounds_checked`): a masked lane loaded without ``other=``
+reads NaN, as a GPU leaves it undefined, and 12.7's causal programs must skip the key blocks above their
+diagonal and load keys one block at a time (:func:`_check_skipping`).
+
+No answer is here: these are the notebook's given launchers. The check modules and the grading command's
+worker both use them, so they live outside the answer key.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+BLOCK_M = 16  # query rows per program (12.7, 12.8)
+BLOCK_N = 16  # keys per step of the loop (12.7, 12.8)
+LSE_BLOCK = 16  # columns per step of 12.5's loop
+
+
+class KernelAlgorithmError(RuntimeError):
+    """The kernel computed the right numbers the wrong way: what the exercise asks for is not what it does."""
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _block_d(D: int) -> int:
+    return max(16, _next_power_of_2(D))
+
+
+def softmax_rows(kernel: Any, x: torch.Tensor) -> torch.Tensor:
+    """12.4: one program per row of ``x (R, N)``; the block spans the row."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=_next_power_of_2(x.shape[1]))
+    return out
+
+
+def row_logsumexp(kernel: Any, x: torch.Tensor) -> torch.Tensor:
+    """12.5: one program per row of ``x (R, N)``, streaming it ``LSE_BLOCK`` columns at a time; returns (R,)."""
+    x = x.contiguous()
+    lse = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+    kernel[(x.shape[0],)](x, lse, x.shape[1], x.stride(0), BLOCK=LSE_BLOCK)
+    return lse
+
+
+def flash_forward(
+    kernel: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+) -> torch.Tensor:
+    """12.7: one program per (query block, sequence) for ``q (N, T, D)``, ``k`` and ``v (N, S, D)``; in the
+    interpreter, the keys each program loads are checked (:func:`_check_skipping`)."""
+    from attn_edu.grading.bounds import recorded_loads
+
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    N, T, D = q.shape
+    S = k.shape[1]
+    out = torch.empty_like(q)
+    grid = (math.ceil(T / BLOCK_M), N)
+    with recorded_loads() as loads:
+        kernel[grid](
+            q, k, v, out, T, S, D, 1 / math.sqrt(D),
+            IS_CAUSAL=is_causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=_block_d(D),
+        )  # fmt: skip
+    _check_skipping(loads, T, S, D, is_causal)
+    return out
+
+
+def flash_dq(
+    kernel: Any,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    grad_out: torch.Tensor,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """12.8: one program per (query block, sequence); the log-sum-exp of each query's scores is computed here,
+    as the forward would have stored it."""
+    q, k, v, out, grad_out = (t.contiguous() for t in (q, k, v, out, grad_out))
+    N, T, D = q.shape
+    S = k.shape[1]
+    scale = 1 / math.sqrt(D)
+    scores = q @ k.transpose(-2, -1) * scale  # (N, T, S)
+    if is_causal:
+        allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)  # on the scores' device
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1).contiguous()  # (N, T)
+    dq = torch.empty_like(q)
+    grid = (math.ceil(T / BLOCK_M), N)
+    kernel[grid](
+        q, k, v, out, grad_out, lse, dq, T, S, D, scale,
+        IS_CAUSAL=is_causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=_block_d(D),
+    )  # fmt: skip
+    return dq
+
+
+def _check_skipping(
+    loads: list[tuple[tuple[int, ...], str, Any]], T: int, S: int, D: int, causal: bool
+) -> None:
+    """Each program loads keys one block of ``BLOCK_N`` at a time and, when causal, none from a block that lies
+    wholly above its diagonal; ``loads`` are ``(program id, tensor name, element indices)`` of the live lanes."""
+    for (block, n, _), name, elements in loads:
+        if name != "k_ptr" or len(elements) == 0:
+            continue
+        rows = sorted({int(e) % (S * D) // D for e in elements})
+        if len(rows) > BLOCK_N:
+            raise KernelAlgorithmError(
+                f"program ({block}, {n}) loads {len(rows)} keys in one tl.load: load BLOCK_N = {BLOCK_N} keys "
+                "per step of the loop, never the whole (T, S) score tile"
+            )
+        if causal:
+            stop = min(S, max(0, S - T + block * BLOCK_M + BLOCK_M))  # past it, every key is hidden
+            limit = min(S, math.ceil(stop / BLOCK_N) * BLOCK_N)
+            if rows[-1] >= limit:
+                raise KernelAlgorithmError(
+                    f"causal block skipping: program ({block}, {n}) loads keys {rows[0]}..{rows[-1]}, but its "
+                    f"queries see no key past {stop - 1}: stop the key loop at min(S, S - T + q_start + BLOCK_M)"
+                )
+
+
+# exercise id -> (the learner's kernel, by name; the launcher here)
+KERNELS: dict[str, tuple[str, Callable[..., torch.Tensor]]] = {
+    "12.4": ("softmax_kernel", softmax_rows),
+    "12.5": ("logsumexp_kernel", row_logsumexp),
+    "12.7": ("flash_forward_kernel", flash_forward),
+    "12.8": ("flash_dq_kernel", flash_dq),
+}
+
+
+def kernel_of(exercise_id: str, fn: Any, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
+    """What the check calls for a Triton exercise: its launcher here, bound to the learner's kernel, found in
+    ``namespace`` (the worker's notebook) or beside the learner's launcher ``fn`` (its module's globals), or
+    ``fn`` itself when it is the kernel. A function that raises :class:`LookupError` when there is none."""
+    name, launcher = KERNELS[exercise_id]
+    found = None
+    if hasattr(fn, "__getitem__") and hasattr(fn, "fn"):  # a JITFunction (or the stand-in) was passed itself
+        found = fn
+    elif namespace is not None:
+        found = namespace.get(name)
+    elif hasattr(fn, "__globals__"):  # the launcher's module, or the variables it closes over
+        found = inspect.getclosurevars(fn).nonlocals.get(name) or fn.__globals__.get(name)
+    if found is None:
+
+        def missing(*args: Any, **kwargs: Any) -> torch.Tensor:
+            raise LookupError(
+                f"no @triton.jit function named `{name}` in the notebook: the check launches your kernel "
+                "itself, with the given launcher's grid and blocks (keep the kernel's name)"
+            )
+
+        return missing
+    return lambda *args, **kwargs: launcher(found, *args, **kwargs)
