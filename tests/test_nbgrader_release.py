@@ -4,7 +4,9 @@ In a temporary course folder: ``nbgrader generate_assignment`` makes the student
 hand in (the solution notebook, the student version untouched, and the solution with one exercise's answer
 made wrong), ``nbgrader autograde`` grades them in real kernels, and ``nbgrader generate_feedback`` writes
 their feedback. nbgrader's own gradebook then says: full points for the solution, zero for the untouched
-student version, and for the planted mistake exactly that exercise's point lost. The notebook is 03
+student version, and for the planted mistake exactly that exercise's points lost. The release is made with a
+secret: each test cell also checks the learner's own inputs in a hidden test, so a fourth student whose 03.1
+answers only the notebook's own inputs (a table made with the answer key) loses that exercise's points. The notebook is 03
 (four exercises and two questions: the quickest to run). Needs nbgrader (``pip install -e ".[nbgrader]"``,
 which ``make test`` installs); skipped without it.
 """
@@ -36,7 +38,20 @@ ASSIGNMENT = "03_scaling_variance"
 PLANTED_ID = "03.3"
 RIGHT_LINE = "logs = torch.where(weights > 0, weights.log(), 0.0)"
 WRONG_LINE = "logs = weights.log()"
-STUDENTS = ("solution", "untouched", "planted")
+STUDENTS = ("solution", "untouched", "planted", "lookup")
+SECRET = "nbgrader-test"
+LOOKUP_ID = (
+    "03.1"  # answered by a table of the notebook's own inputs: right there, wrong on the learner's own
+)
+LOOKUP = (
+    "from attn_edu.grading.exercise import make_cases\n"
+    "from attn_edu.grading.registry import get_exercise\n"
+    "_key = get_exercise('03.1')\n"
+    "_table = [(c.args, _key.reference(*c.args)) for c in make_cases(_key, 0)]\n\n\n"
+    "def {name}(*args):\n"
+    "    same = lambda a, b: a.equal(b) if hasattr(a, 'equal') else a == b\n"
+    "    return next(out for given, out in _table if all(same(a, b) for a, b in zip(given, args)))\n"
+)
 
 
 def _nbgrader(course: Path, *args: str) -> None:
@@ -69,18 +84,27 @@ def _planted(source: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def _lookup(source: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    nb = nbformat.from_dict(json.loads(json.dumps(source)))
+    (cell,) = [c for c in nb.cells if c.source.startswith(f"# Exercise {LOOKUP_ID}:")]
+    name = exercises()[LOOKUP_ID].function_name
+    cell.source = cell.source.split("\n", 1)[0] + "\n" + LOOKUP.format(name=name)
+    return nb
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Run nbgrader on the course; return every student's scores per test cell, and the seconds it took."""
     started = time.monotonic()
     course = tmp_path_factory.mktemp("nbgrader_course")
-    (source_path,) = release.write_course(ROOT / "solutions", course, [ASSIGNMENT[:2]])
+    (source_path,) = release.write_course(ROOT / "solutions", course, [ASSIGNMENT[:2]], secret=SECRET)
     _nbgrader(course, "generate_assignment", ASSIGNMENT)
     source = nbformat.read(source_path, as_version=4)
     student_version = nbformat.read(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     _hand_in(course, "solution", source)
     _hand_in(course, "untouched", student_version)
     _hand_in(course, "planted", _planted(source))
+    _hand_in(course, "lookup", _lookup(source))
     _nbgrader(course, "autograde", ASSIGNMENT)
     _nbgrader(course, "generate_feedback", ASSIGNMENT)
     scores = {}
@@ -132,3 +156,17 @@ def test_feedback_names_the_mistake(graded: dict) -> None:
     assert f"Exercise {PLANTED_ID} failed" in text
     solution_page = graded["course"] / "feedback" / "solution" / ASSIGNMENT / f"{ASSIGNMENT}.html"
     assert f"Exercise {PLANTED_ID} passed" in solution_page.read_text(encoding="utf-8")
+
+
+def test_the_hidden_tests_and_the_secret_stay_out_of_the_student_version(graded: dict) -> None:
+    code = "\n".join(c.source for c in graded["student_version"].cells)
+    assert "check_hidden" not in code and SECRET not in code and "HIDDEN TESTS" not in code
+
+
+def test_answers_made_for_the_notebooks_own_inputs_lose_their_points(graded: dict) -> None:
+    lookup, solution = graded["scores"]["lookup"], graded["scores"]["solution"]
+    faked = "check-" + LOOKUP_ID.replace(".", "-")
+    assert lookup[faked] == (0, solution[faked][1]), lookup  # right on seed 0, wrong on the learner's inputs
+    assert {k: v for k, v in lookup.items() if k != faked} == {
+        k: v for k, v in solution.items() if k != faked
+    }

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import hmac
 import json
 import os
 import re
@@ -57,7 +56,7 @@ from typing import Any
 
 import attn_edu
 from attn_edu.grading import gradescope, protocol
-from attn_edu.grading.exercise import Exercise, Question, make_cases
+from attn_edu.grading.exercise import GRADER_SEED, Exercise, Question, case_seed, make_cases
 from attn_edu.grading.judge import judge, judge_answer, reference_outputs, result_for
 from attn_edu.grading.launch import Limits, run_notebook
 from attn_edu.grading.registry import exercises, questions
@@ -65,7 +64,6 @@ from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
 
 UNREADABLE = "the file is not a readable notebook (.ipynb JSON with a list of cells)"
-GRADER_SEED = 20240611  # the grader's inputs differ from the ones check() uses inside the notebook
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -163,23 +161,6 @@ def _process_failure(exercise: Exercise | Question, process: dict[str, Any], lim
     message = f"the notebook's process ended before this exercise was graded ({how})"
     hint = "os._exit, sys.exit outside a function, a crash or running out of memory?"
     return result_for(exercise, Status.ERROR, message, hint)
-
-
-def case_seed(secret: str | None, learner: str, exercise_id: str, seed: int = GRADER_SEED) -> int:
-    """The seed of one learner's inputs for one exercise: from the instructor's secret and the learner's id,
-    so two learners' inputs differ and nobody without the secret can compute them; ``seed`` for all alike
-    when there is no secret.
-
-    Example:
-        >>> case_seed("s3cret", "ada", "04.1") != case_seed("s3cret", "grace", "04.1")
-        True
-        >>> case_seed(None, "ada", "04.1") == case_seed(None, "grace", "04.1") == GRADER_SEED
-        True
-    """
-    if not secret:
-        return seed
-    digest = hmac.new(secret.encode(), f"{learner}\0{exercise_id}".encode(), hashlib.sha256).digest()
-    return int.from_bytes(digest[:7], "big")
 
 
 def read_cells(path: Path) -> list[list[Any]] | None:

@@ -16,6 +16,10 @@ solution notebook cell           nbgrader cell
                                  raises ``AssertionError`` with its message and hint, and nbgrader gives a
                                  test cell's points only when it runs without an error. (``display``, not the
                                  cell's value: nbgrader would read a value as partial credit.)
+(with ``--secret``)              and, in nbgrader's ``### BEGIN HIDDEN TESTS`` block, the same check on the
+                                 learner's own inputs (:func:`~attn_edu.grading.notebook.check_hidden`, from
+                                 the secret and the student's folder): stripped from the student's copy, put
+                                 back to autograde, so answers made for the notebook's inputs fail
 any other cell                   **read-only** (``locked``): the instructions, imports and verify cells
 ================================ ==============================================================================
 
@@ -36,11 +40,17 @@ Usage::
 
     python -m attn_edu.grading.nbgrader OUTDIR                # every notebook of solutions/
     python -m attn_edu.grading.nbgrader OUTDIR --notebook 04  # one of them
+    python -m attn_edu.grading.nbgrader OUTDIR --secret S     # hidden tests on each learner's own inputs
+
+The checks run in the learner's kernel, as every nbgrader test does: a notebook that redefines ``check`` or
+patches the package can fool them (the README's threat model); ``python -m attn_edu.grade`` on the
+``submitted/`` folder grades the same notebooks where the learner's code cannot reach the verdict.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -78,9 +88,14 @@ def _cell(cell_type: str, source: str, grade_id: str, **meta: bool | int) -> nbf
     return cell
 
 
-def _test_cell(exercise_id: str, argument: str) -> nbformat.NotebookNode:
+def _test_cell(exercise_id: str, argument: str, secret: str | None = None) -> nbformat.NotebookNode:
     item = exercises().get(exercise_id) or questions()[exercise_id]
     source = f'display(check("{exercise_id}", {argument}, strict=True))'
+    if secret and ".q" not in exercise_id:  # the learner's own inputs, in a block only autograding sees
+        source += (
+            "\n### BEGIN HIDDEN TESTS\nfrom attn_edu.grading.notebook import check_hidden\n\n"
+            f'display(check_hidden("{exercise_id}", {argument}, secret={secret!r}))\n### END HIDDEN TESTS'
+        )
     return _cell("code", source, "check-" + exercise_id.replace(".", "-"), grade=True, points=item.points)
 
 
@@ -90,7 +105,7 @@ def _check_call(source: str) -> tuple[str, str] | None:
     return (found.group(2), found.group(3)) if found and "\n" not in source.strip() else None
 
 
-def source_assignment(path: Path) -> nbformat.NotebookNode:
+def source_assignment(path: Path, secret: str | None = None) -> nbformat.NotebookNode:
     """The nbgrader source notebook made from the solution notebook at ``path``.
 
     Example:
@@ -125,7 +140,7 @@ def source_assignment(path: Path) -> nbformat.NotebookNode:
         elif call is not None:
             if call[0] not in ids:
                 raise MarkerError(f"{where}: check({call[0]!r}) of an exercise this notebook does not hold")
-            cells.append(_test_cell(*call))
+            cells.append(_test_cell(*call, secret=secret))
         else:
             cells.append(_cell(cell.cell_type, cell.source, f"{cell.cell_type}-{index}"))
     out = nbformat.v4.new_notebook(cells=cells)
@@ -139,10 +154,14 @@ def source_assignment(path: Path) -> nbformat.NotebookNode:
     return out
 
 
-def write_course(solutions: Path, outdir: Path, notebooks: list[str] | None = None) -> list[Path]:
+def write_course(
+    solutions: Path, outdir: Path, notebooks: list[str] | None = None, secret: str | None = None
+) -> list[Path]:
     """Write ``nbgrader_config.py`` and one source assignment per solution notebook; return the notebooks.
 
-    ``notebooks``: numbers such as ``["04"]`` (default: all of them).
+    ``notebooks``: numbers such as ``["04"]`` (default: all of them). ``secret``: the instructor's; each
+    exercise's test cell then also checks the learner's own inputs in a hidden test (the source folder holds
+    the secret: keep the course folder private).
     """
     paths = sorted(solutions.glob("[0-9][0-9]_*.ipynb"))
     if notebooks:
@@ -156,7 +175,7 @@ def write_course(solutions: Path, outdir: Path, notebooks: list[str] | None = No
     for path in paths:
         target = outdir / "source" / path.stem / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(nbformat.writes(source_assignment(path)) + "\n", encoding="utf-8")
+        target.write_text(nbformat.writes(source_assignment(path, secret)) + "\n", encoding="utf-8")
         written.append(target)
     return written
 
@@ -168,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("outdir", type=Path, metavar="OUTDIR", help="the nbgrader course folder to write")
     parser.add_argument("--solutions", type=Path, default=Path("solutions"), help="default: solutions/")
     parser.add_argument("--notebook", action="append", help="only notebook NN (repeatable)")
+    parser.add_argument(
+        "--secret",
+        default=os.environ.get("ATTN_EDU_GRADER_SECRET"),
+        help="hidden tests on each learner's own inputs, from this secret (default: $ATTN_EDU_GRADER_SECRET)",
+    )
     args = parser.parse_args(argv)
     try:
-        written = write_course(args.solutions, args.outdir, args.notebook)
+        written = write_course(args.solutions, args.outdir, args.notebook, args.secret)
     except (MarkerError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from attn_edu.grading.algorithms import watched
-from attn_edu.grading.exercise import Exercise, Question, make_cases
+from attn_edu.grading.exercise import Exercise, Question, case_seed, make_cases
 from attn_edu.grading.judge import judge, judge_answer, result_for
 from attn_edu.grading.kernel_harness import kernel_of
 from attn_edu.grading.protocol import decode_answer, encode_answer
@@ -57,6 +58,7 @@ def check(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
     strict: bool | None = None,
+    seed: int = 0,
 ) -> CheckResult:
     """Check ``fn`` against exercise ``exercise_id`` and return the result (shown as one coloured line).
 
@@ -97,11 +99,23 @@ def check(
         fn = kernel_of(exercise_id, fn)
     call = watched(exercise_id, fn)  # the algorithm it asks for, where it asks for one
     with one_thread():
-        cases = make_cases(exercise, seed=0)
+        cases = make_cases(exercise, seed=seed)
         device = kernel_device() if exercise.kind == "triton" else "cpu"  # a GPU runs a kernel compiled
         outcomes = run_cases(call, cases, timeout, device)
         result = judge(exercise, cases[: len(outcomes)], outcomes, total=len(cases), algorithm=call.broken)
     return _strict(result, strict)
+
+
+def check_hidden(
+    exercise_id: str, fn: Callable[..., Any], secret: str, learner: str | None = None
+) -> CheckResult:
+    """``check(exercise_id, fn, strict=True)`` on this learner's own inputs, from the instructor's ``secret``
+    (:func:`~attn_edu.grading.exercise.case_seed`): the hidden test of the nbgrader release, which nbgrader
+    strips from the student's copy and puts back to autograde. ``learner``: by default the folder above the
+    notebook's, nbgrader's ``autograded/<student>/<assignment>/``.
+    """
+    learner = learner or Path.cwd().parent.name
+    return check(exercise_id, fn, strict=True, seed=case_seed(secret, learner, exercise_id))
 
 
 def _strict(result: CheckResult, strict: bool | None) -> CheckResult:
