@@ -66,3 +66,21 @@ def answer_key(
         raise KeyError(f"not an input of {exercise.exercise_id}'s cases for seed {seed}")
 
     return answer
+
+
+def once_per_run(tmp_path_factory: Any, name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once for the whole test run, however many pytest-xdist workers ask: the first computes
+    it, under a file lock in their common temporary folder, and writes it as JSON; the others read it."""
+    import json
+    import os
+
+    from filelock import FileLock  # a dependency of torch
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by every worker of this run
+    path = root / f"{name}.json"
+    with FileLock(str(path) + ".lock"):
+        if not path.is_file():
+            path.write_text(json.dumps(compute()))
+        return json.loads(path.read_text())

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import once_per_run
 from test_gradescope import validate
 
 from attn_edu.grading import command, gradescope, protocol
@@ -135,6 +136,11 @@ def _submissions(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The folder of submissions, graded once for the whole run (pytest-xdist workers share the result)."""
+    return once_per_run(tmp_path_factory, "grade-command", lambda: _graded_folder(tmp_path_factory))
+
+
+def _graded_folder(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("submissions")
     _submissions(folder)
     out = tmp_path_factory.mktemp("out")
@@ -156,7 +162,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         rows = {row["learner"]: row for row in csv.DictReader(f)}
     by_learner = {s["learner"]: s for s in document["submissions"]}
-    return {"run": run, "document": document, "rows": rows, "by_learner": by_learner}
+    run_seen = {"returncode": run.returncode, "stdout": run.stdout, "stderr": run.stderr}
+    return {"run": run_seen, "document": document, "rows": rows, "by_learner": by_learner}
 
 
 def _status(graded: dict, learner: str, exercise_id: str = "02.1") -> dict:
@@ -192,7 +199,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 @pytest.mark.parametrize("learner", sorted(EXPECTED))
 def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> None:
     status, words = EXPECTED[learner]
@@ -206,7 +213,7 @@ def test_bad_submission_is_reported_not_passed(graded: dict, learner: str) -> No
 ITEMS_02 = [i for i in exercises() if i.startswith("02.")] + [i for i in questions() if i.startswith("02.")]
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_solution_passes_everything(graded: dict) -> None:
     entry = graded["by_learner"]["solution"]
     assert [r["id"] for r in entry["exercises"]] == ITEMS_02 and len(ITEMS_02) >= 5
@@ -215,27 +222,27 @@ def test_solution_passes_everything(graded: dict) -> None:
     assert entry["points"] == entry["max_points"] == sum(items[i].points for i in ITEMS_02)
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_untouched_exercise_is_not_attempted(graded: dict) -> None:
     statuses = [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]]
     assert statuses == ["NOT_ATTEMPTED"] * len(ITEMS_02)
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_other_exercises_still_graded_after_a_bad_one(graded: dict) -> None:
     # 02.1 loops forever; 02.2 and 02.3 are untouched and must still be reached
     assert _status(graded, "infinite_loop", "02.2")["status"] == "NOT_ATTEMPTED"
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_command_output_and_exit_code(graded: dict) -> None:
     run = graded["run"]
-    assert run.returncode == 1, run.stderr
-    assert "solution" in run.stdout and "02.1   PASS" in run.stdout
+    assert run["returncode"] == 1, run["stderr"]
+    assert "solution" in run["stdout"] and "02.1   PASS" in run["stdout"]
     assert len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 2
 
 
-@pytest.mark.slow  # grades every submission in its own sandbox (about 25 s)
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_gradescope_results_of_every_submission_follow_the_format(graded: dict) -> None:
     """The misbehaving submissions above, as Gradescope's results.json: valid, and nothing passed that did not."""
     results = gradescope.results(graded["document"])

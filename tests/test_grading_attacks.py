@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import once_per_run
 
 from attn_edu import attention
 from attn_edu.grading import check, command, sandbox
@@ -178,6 +179,31 @@ def test_each_learner_gets_other_inputs_from_the_secret() -> None:
     assert cases[0][4].args != cases[1][4].args or cases[1][4].args != cases[2][4].args  # the random (T, S)
 
 
+def test_a_copy_of_the_solution_or_the_library_is_flagged_not_failed() -> None:
+    import inspect
+
+    from attn_edu import masks
+    from attn_edu.grading.similarity import copy_flag
+
+    mine = (
+        "def causal_mask(n_q, n_k):\n"
+        "    # renamed, recommented, reflowed: still the solution's function\n"
+        "    rows = torch.arange(n_q)[:, None]\n"
+        "    cols = torch.arange(n_k)[None, :]\n"
+        "    return cols <= rows + (n_k - n_q)\n"
+    )
+    assert (
+        copy_flag([mine], "04.1", "causal_mask") == "identical to the solution notebook's (normalised source)"
+    )
+    pasted = inspect.getsource(masks.padding_mask)  # the library's, pasted in
+    assert (
+        copy_flag([pasted], "04.2", "padding_mask")
+        == "identical to attn_edu.masks.padding_mask (normalised source)"
+    )
+    own = mine.replace("cols <= rows", "rows >= cols")  # the same mask, written otherwise
+    assert copy_flag([own], "04.1", "causal_mask") is None
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Through the instructor's command: one folder of attacks on notebook 04, graded once
 
@@ -235,6 +261,7 @@ ATTACKS: dict[str, dict[str, str]] = {
     },
     # the channel to the grader: its old files, and messages written on its socket
     "channel": {
+        "04.2": "__PASTED_PADDING_MASK__",
         "04.1": (
             "import os, json, socket, struct\n"
             "def causal_mask(T, S):\n"
@@ -253,6 +280,14 @@ ATTACKS: dict[str, dict[str, str]] = {
         ),
     },
 }
+
+
+def _pasted() -> str:
+    import inspect
+
+    from attn_edu import masks
+
+    return inspect.getsource(masks.padding_mask)  # the library's own function, pasted into the notebook
 
 
 def _seed0_padding_cases() -> str:
@@ -325,11 +360,13 @@ def _grade(folder: Path, out: Path, *extra: str, env: dict | None = None) -> dic
         env=env,
     )
     assert run.returncode in (0, 1), run.stderr[-2000:]
-    document = json.loads(out.read_text(encoding="utf-8"))
-    return {
-        "run": run,
-        "document": document,
-        "by": {(s["learner"], Path(s["path"]).name): s for s in document["submissions"]},
+    return {"stderr": run.stderr, "document": json.loads(out.read_text(encoding="utf-8"))}
+
+
+def _by(graded: dict) -> dict:
+    """``graded`` with each report under ``(learner, file name)``."""
+    return graded | {
+        "by": {(s["learner"], Path(s["path"]).name): s for s in graded["document"]["submissions"]}
     }
 
 
@@ -337,7 +374,12 @@ def _folder(root: Path, port: int) -> Path:
     folder = root / "submissions"
     for learner, replace in ATTACKS.items():
         (folder / learner).mkdir(parents=True)
-        replace = {k: v.replace("__SEED0_CASES__", _seed0_padding_cases()) for k, v in replace.items()}
+        replace = {
+            k: v.replace("__SEED0_CASES__", _seed0_padding_cases()).replace(
+                "__PASTED_PADDING_MASK__", _pasted()
+            )
+            for k, v in replace.items()
+        }
         nb = _notebook(replace)
         (folder / learner / "04_masks.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     (folder / "oracle").mkdir()
@@ -353,8 +395,13 @@ def _folder(root: Path, port: int) -> Path:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory, listener: int) -> dict:
-    root = tmp_path_factory.mktemp("attacks")
-    return _grade(_folder(root, listener), root / "grades.json") | {"folder": root / "submissions"}
+    """The folder of attacks, graded once for the whole run (pytest-xdist workers share the result)."""
+
+    def grade() -> dict:
+        root = tmp_path_factory.mktemp("attacks")
+        return _grade(_folder(root, listener), root / "grades.json") | {"folder": str(root / "submissions")}
+
+    return _by(once_per_run(tmp_path_factory, "grading-attacks", grade))
 
 
 def _item(graded: dict, learner: str, item: str, name: str = "04_masks.ipynb") -> dict:
@@ -373,6 +420,17 @@ def test_the_solution_passes_and_a_second_copy_is_not_counted(graded: dict) -> N
     )
     assert graded["document"]["grader"]["inputs"] == "per learner, from the secret"
     assert len(graded["document"]["grader"]["checks_sha256"]) == 64
+    # the solution notebook is the solution: flagged for the instructor, and still full points
+    assert {r["id"]: r.get("flag") for r in kept[0]["exercises"]}["04.1"].startswith(
+        "identical to the solution"
+    )
+
+
+@pytest.mark.slow
+def test_a_pasted_library_function_is_flagged_for_the_instructor(graded: dict) -> None:
+    pasted = _item(graded, "channel", "04.2")
+    assert pasted["flag"] == "identical to attn_edu.masks.padding_mask (normalised source)", pasted
+    assert "flag" not in _item(graded, "library", "04.3")  # an import is a shortcut (a FAIL), not a copy
 
 
 @pytest.mark.slow
@@ -413,7 +471,7 @@ def test_the_verdict_cannot_be_written_by_the_notebook(graded: dict) -> None:
 def test_in_the_sandbox_nothing_outside_is_reached(graded: dict) -> None:
     oracle = _item(graded, "oracle", "04.q1")
     assert oracle["message"].startswith("1000 is not the answer"), oracle  # no bit set: nothing reached
-    assert not (graded["folder"] / "planted.txt").exists()
+    assert not (Path(graded["folder"]) / "planted.txt").exists()
     report = graded["by"][("oracle", "04_masks.ipynb")]
     assert report["process"]["sandboxed"] and graded["document"]["grader"]["sandbox"] == "bwrap"
     assert sum(r["status"] == "PASS" for r in report["exercises"]) == len(report["exercises"]) - 1
@@ -430,9 +488,9 @@ def test_without_the_sandbox_the_grader_says_so_and_still_grades(tmp_path: Path,
     (folder / "oracle" / "04_masks.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     no_bwrap = tmp_path / "bin"  # a PATH without bwrap: the sandbox cannot start
     no_bwrap.mkdir()
-    graded = _grade(folder, tmp_path / "grades.json", env={**os.environ, "PATH": str(no_bwrap)})
-    assert "grader: no sandbox (bwrap (bubblewrap) is not installed" in graded["run"].stderr
-    assert graded["run"].stderr.count("grader: no sandbox") == 1
+    graded = _by(_grade(folder, tmp_path / "grades.json", env={**os.environ, "PATH": str(no_bwrap)}))
+    assert "grader: no sandbox (bwrap (bubblewrap) is not installed" in graded["stderr"]
+    assert graded["stderr"].count("grader: no sandbox") == 1
     report = graded["by"][("oracle", "04_masks.ipynb")]
     assert not report["process"]["sandboxed"] and graded["document"]["grader"]["sandbox"] == "none"
     reached = int(_item(graded, "oracle", "04.q1")["message"].split()[0]) - 1000

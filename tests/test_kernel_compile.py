@@ -15,11 +15,11 @@ Where the installed Triton cannot compile ahead of time (no ``triton.compile``/`
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
+from helpers import once_per_run
 
 from attn_edu.kernels import triton_available
 
@@ -80,16 +80,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     """The report's rows, compiled once per test session: pytest-xdist workers share them through a file
     lock in their common temporary folder."""
     report = _ahead_of_time_or_skip()
-    from filelock import FileLock  # a dependency of torch
-
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by every worker of this run
-    path = root / "kernel-compile-rows.json"
-    with FileLock(str(path) + ".lock"):
-        if not path.is_file():
-            path.write_text(json.dumps(_compile_everything(report)))
-        return json.loads(path.read_text())
+    return once_per_run(tmp_path_factory, "kernel-compile-rows", lambda: _compile_everything(report))
 
 
 def _rows(compiled: list[dict], kernel: str, target: int) -> list[dict]:

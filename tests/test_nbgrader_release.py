@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import once_per_run
 
 from attn_edu.grading import nbgrader as release
 from attn_edu.grading.registry import exercises, questions
@@ -94,7 +95,16 @@ def _lookup(source: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Run nbgrader on the course; return every student's scores per test cell, and the seconds it took."""
+    """Every student's scores per test cell, nbgrader run once for the whole run (pytest-xdist workers share
+    them), and the student version."""
+    done = once_per_run(tmp_path_factory, "nbgrader-release", lambda: _run_nbgrader(tmp_path_factory))
+    scores = {s: {name: tuple(pair) for name, pair in grades.items()} for s, grades in done["scores"].items()}
+    version = nbformat.from_dict(done["student_version"])
+    return {"course": Path(done["course"]), "scores": scores, "student_version": version}
+
+
+def _run_nbgrader(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Run nbgrader on the course; every student's scores per test cell, as JSON."""
     started = time.monotonic()
     course = tmp_path_factory.mktemp("nbgrader_course")
     (source_path,) = release.write_course(ROOT / "solutions", course, [ASSIGNMENT[:2]], secret=SECRET)
@@ -114,7 +124,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
             scores[student] = {g.name: (g.score, g.max_score) for g in notebook.grades}
     seconds = time.monotonic() - started
     print(f"\nnbgrader end to end on {ASSIGNMENT}: {seconds:.1f} s; scores {json.dumps(scores)}")
-    return {"course": course, "scores": scores, "student_version": student_version}
+    return {"course": str(course), "scores": scores, "student_version": student_version}
 
 
 def _expected_ids() -> list[str]:

@@ -55,10 +55,10 @@ from pathlib import Path
 from typing import Any
 
 import attn_edu
-from attn_edu.grading import gradescope, protocol
+from attn_edu.grading import gradescope, protocol, similarity
 from attn_edu.grading.exercise import GRADER_SEED, Exercise, Question, case_seed, make_cases
 from attn_edu.grading.judge import judge, judge_answer, reference_outputs, result_for
-from attn_edu.grading.launch import Limits, run_notebook
+from attn_edu.grading.launch import Limits, no_replies, run_notebook
 from attn_edu.grading.registry import exercises, questions
 from attn_edu.grading.result import CheckResult, Status
 from attn_edu.grading.run import one_thread
@@ -207,15 +207,9 @@ def grade_notebook(
     # each reference runs once: its outputs size the worker's replies and then judge them
     expected = {e.exercise_id: reference_outputs(e, cases[e.exercise_id]) for e in chosen}
     cells = read_cells(path)
+    copied = similarity.flags(cells, chosen) if cells else {}  # for the instructor: a copy is not failed
     if cells is None:
-        parsed: dict[str, Any] = {
-            "outcomes": {},
-            "algorithm": {},
-            "answers": {},
-            "missing": set(),
-            "notes": [],
-            "unreadable": True,
-        }
+        parsed = no_replies() | {"unreadable": True}
         process: dict[str, Any] = {"exit_code": None, "timed_out": False, "sandboxed": False}
     else:
         request = _request(chosen, asked, cases, expected)
@@ -229,7 +223,7 @@ def grade_notebook(
         n = 0 if outcomes is None else len(outcomes)
         ran = cases[item.exercise_id][:n], outcomes, expected[item.exercise_id][:n]
         total, algorithm = len(cases[item.exercise_id]), parsed["algorithm"].get(item.exercise_id)
-        return _result(
+        judged_item = _result(
             item,
             parsed,
             process,
@@ -237,6 +231,7 @@ def grade_notebook(
             outcomes,
             lambda: judge(item, *ran, total=total, algorithm=algorithm),
         )
+        return judged_item | ({"flag": copied[item.exercise_id]} if item.exercise_id in copied else {})
 
     results = [judged(item) for item in (*chosen, *asked)]
     process["notes"] = parsed["notes"]
@@ -326,23 +321,35 @@ def format_table(report: dict[str, Any]) -> str:
     for r in report["exercises"]:
         text = r["message"] if len(r["message"]) <= 70 else r["message"][:67] + "..."
         lines.append(f"  {r['id']:<6} {r['status']:<14} {r['points']:g}/{r['max_points']}  {text}")
+        if r.get("flag"):
+            lines.append(f"         flagged: {r['flag']}")
     return "\n".join(lines)
 
 
 def write_csv(reports: list[dict[str, Any]], path: Path) -> None:
-    """One row per learner and notebook: the points, then each item's status, then each item's points."""
+    """One row per learner and notebook: the points, then each item's status, each item's points, and the
+    flags for the instructor (a function identical to the solution's or the library's)."""
     ids = sorted({r["id"] for report in reports for r in report["exercises"]})
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(
-            ["learner", "path", "points", "max_points", *ids, *(f"{i} points" for i in ids), "error"]
-        )
+        head = [
+            "learner",
+            "path",
+            "points",
+            "max_points",
+            *ids,
+            *(f"{i} points" for i in ids),
+            "flags",
+            "error",
+        ]
+        writer.writerow(head)
         for report in reports:
             status = {r["id"]: r["status"] for r in report["exercises"]}
             points = {r["id"]: r["points"] for r in report["exercises"]}
             row = [report["learner"], report["path"], report["points"], report["max_points"]]
             row += [status.get(i, "") for i in ids] + [points.get(i, "") for i in ids]
-            writer.writerow(row + [report.get("error") or ""])
+            flagged = "; ".join(f"{r['id']} {r['flag']}" for r in report["exercises"] if r.get("flag"))
+            writer.writerow(row + [flagged, report.get("error") or ""])
 
 
 def regrade_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

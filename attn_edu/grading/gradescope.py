@@ -43,7 +43,9 @@ def _test(result: dict[str, Any], report: dict[str, Any], visibility: str) -> di
         "output_format": "text",
         "tags": [f"notebook {report['notebook']}"],
         "visibility": visibility,
-        "extra_data": {"status": result["status"], "learner": report["learner"]},
+        # for the instructor (Gradescope shows learners the output, not extra_data): a copied function's flag
+        "extra_data": {"status": result["status"], "learner": report["learner"]}
+        | ({"flag": result["flag"]} if result.get("flag") else {}),
     }
 
 

@@ -98,6 +98,13 @@ class _Worker:
         return code
 
 
+def no_replies() -> dict[str, Any]:
+    """What a notebook's process sent back, before it sent anything: outcomes and what the calls did against
+    the algorithm, per exercise; answers, per question; the items it has no function or answer for; notes on
+    failed cells; whether the conversation ended as it should."""
+    return {"outcomes": {}, "algorithm": {}, "answers": {}, "missing": set(), "notes": [], "done": False}
+
+
 def _converse(
     sock: socket.socket,
     setup: dict[str, Any],
@@ -108,14 +115,7 @@ def _converse(
     """The grader's side of the conversation (:mod:`attn_edu.grading.protocol`): the cells, then each exercise's
     inputs, then the questions; what came back, read against the schema. Stops at the first reply that is
     late, missing or malformed: what was not answered by then has no entry."""
-    parsed: dict[str, Any] = {
-        "outcomes": {},
-        "algorithm": {},
-        "answers": {},
-        "missing": set(),
-        "notes": [],
-        "done": False,
-    }
+    parsed = no_replies()
 
     def note(text: str) -> None:
         if len(parsed["notes"]) < protocol.MAX_NOTES:
