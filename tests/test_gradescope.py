@@ -166,6 +166,11 @@ def test_the_readmes_run_autograder_writes_valid_results(tmp_path: Path) -> None
         "metadata"
     ]
     (autograder / "submission" / "my_answers.ipynb").write_text(json.dumps(answered), encoding="utf-8")
+    metadata = {
+        "users": [{"email": "ada@example.edu", "id": 1, "name": "Ada"}],
+        "id": 7,
+    }  # Gradescope's, abridged
+    (autograder / "submission_metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
     script = _readme_script("run_autograder")
     assert "/opt/attn-edu/bin/python" in script and "/autograder/submission" in script
     script = script.replace("/opt/attn-edu/bin/python", sys.executable).replace(
@@ -181,3 +186,5 @@ def test_the_readmes_run_autograder_writes_valid_results(tmp_path: Path) -> None
     assert all(t["status"] == "passed" for t in results["tests"]), results["tests"]
     weights = {**exercises(), **questions()}
     assert results["score"] == results["extra_data"]["max_score"] == sum(weights[i].points for i in graded)
+    assert {t["extra_data"]["learner"] for t in results["tests"]} == {"ada@example.edu"}
+    assert results["extra_data"]["grader"]["inputs"] == "per learner, from the secret"

@@ -107,6 +107,16 @@ def test_points_grow_with_difficulty_and_time() -> None:
     )
 
 
+def test_an_error_names_the_learners_line() -> None:
+    def causal_mask(T, S):
+        ones = torch.ones(T, S)
+        return ones @ torch.ones(T + 1, 2)  # the line that raises
+
+    result = check("04.1", causal_mask)
+    assert result.status is Status.ERROR and "(in causal_mask, line " in result.message, result
+    assert "`return ones @ torch.ones(T + 1, 2)" in result.message
+
+
 def test_a_slow_function_times_out() -> None:
     def forever(q, k, scale=None):
         while True:

@@ -17,8 +17,8 @@ The controls: the solution notebook passes every item, in the sandbox and withou
 
 The algorithms are checked too: the dense (T, S) form for 11.2, 11.3, 12.2 and 12.6, a prefix sum for 11.3's
 recurrence, autograd for 12.6's backward (attn_edu/grading/algorithms.py); a PyTorch launcher for a Triton
-exercise, and 12.7 without causal block skipping (tests/test_triton_exercises.py). Not closed yet (a strict
-xfail, so that closing it shows here): 12.1 grades the given driver, so an edited driver passes.
+exercise, and 12.7 without causal block skipping (tests/test_triton_exercises.py); and for 12.1 the grader runs
+its own driver around the learner's update, so an edited driver grades nothing.
 """
 
 from __future__ import annotations
@@ -581,6 +581,17 @@ def test_autograd_is_refused_even_without_a_score_matrix() -> None:
     assert call.broken.startswith("uses autograd")
 
 
-@pytest.mark.xfail(strict=True, reason="12.1 grades the given driver, not the learner's update (issue 36)")
-def test_an_edited_driver_fails_the_online_softmax_step() -> None:
-    assert check("12.1", lambda x, block_size: torch.softmax(x, dim=-1)).status is not Status.PASS
+def test_the_update_is_graded_not_an_edited_driver() -> None:
+    scope = {"torch": torch}
+    exec(  # an update without the rescale, and the given driver replaced by torch's softmax
+        "def online_softmax_update(m_i, l_i, x_block):\n"
+        "    m_new = torch.maximum(m_i, x_block.amax(dim=-1))\n"
+        "    return m_new, l_i + torch.exp(x_block - m_new[..., None]).sum(dim=-1)\n\n\n"
+        "def online_softmax(x, block_size):\n"
+        "    return torch.softmax(x, dim=-1)\n",
+        scope,
+    )
+    result = check("12.1", scope["online_softmax"])
+    assert result.status is Status.FAIL and result.hint == get_exercise("12.1").mistakes[0].message, result
+    alone = check("12.1", lambda x, block_size: torch.softmax(x, dim=-1))  # no update in sight
+    assert alone.status is Status.ERROR and "no function named `online_softmax_update`" in alone.message

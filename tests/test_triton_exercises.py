@@ -34,7 +34,7 @@ EXERCISE = ROOT / "exercises" / "12_flash_attention.ipynb"
 SOLUTION = ROOT / "solutions" / "12_flash_attention.ipynb"
 
 # The kernels a learner might write, under the names the notebook gives them: check() launches them itself,
-# with the grader's launcher (attn_edu/grading/kernel_harness.py). Each slip is a flag the kernel reads (the
+# with the grader's launcher (attn_edu/grading/harness.py). Each slip is a flag the kernel reads (the
 # interpreter runs the kernel as Python, so module globals may change between checks).
 KERNELS = textwrap.dedent(
     """
@@ -44,6 +44,7 @@ KERNELS = textwrap.dedent(
     from attn_edu.grading import check
 
     FILL, NORMALISE, SUBTRACT_MAX, STORE_MASK, STUB, RESCALE = float("-inf"), True, True, True, False, True
+    RESHAPE = False
 
     @triton.jit
     def softmax_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
@@ -52,6 +53,8 @@ KERNELS = textwrap.dedent(
             raise NotImplementedError("Exercise 12.4: ...")
         cols = tl.arange(0, BLOCK)
         x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=FILL)
+        if RESHAPE:
+            x = tl.reshape(x, (BLOCK, 2))  # a shape error inside the kernel
         if SUBTRACT_MAX:
             x = x - tl.max(x, axis=0)
         e = tl.exp(x)
@@ -144,6 +147,7 @@ KERNELS = textwrap.dedent(
         "softmax without max": ("12.4", softmax_rows, {"SUBTRACT_MAX": False}),
         "softmax stub": ("12.4", softmax_rows, {"STUB": True}),
         "softmax store without mask": ("12.4", softmax_rows, {"STORE_MASK": False}),
+        "softmax shape error": ("12.4", softmax_rows, {"RESHAPE": True}),
         "softmax without other": ("12.4", without_other, {}),
         "lse right": ("12.5", row_logsumexp, {}),
         "lse no rescale": ("12.5", row_logsumexp, {"RESCALE": False}),
@@ -151,7 +155,8 @@ KERNELS = textwrap.dedent(
         "launcher without its kernel": ("12.4", lambda x: torch.softmax(x, -1), {"__name__": "elsewhere"}),
     }
     defaults = dict(
-        FILL=INF, NORMALISE=True, SUBTRACT_MAX=True, STORE_MASK=True, STUB=False, RESCALE=True, SKIP=True
+        FILL=INF, NORMALISE=True, SUBTRACT_MAX=True, STORE_MASK=True, STUB=False, RESCALE=True, SKIP=True,
+        RESHAPE=False,
     )
     results = {}
     for name, (eid, fn, flags) in tried.items():
@@ -213,6 +218,12 @@ def test_a_store_without_its_mask_is_stopped_in_the_notebook(checked: dict[str, 
 
 def test_the_stub_kernel_is_not_attempted(checked: dict[str, list[str]]) -> None:
     assert checked["softmax stub"][0] == "NOT_ATTEMPTED", checked["softmax stub"]
+
+
+def test_an_error_in_a_kernel_names_the_kernels_line(checked: dict[str, list[str]]) -> None:
+    status, message, _ = checked["softmax shape error"]
+    # the script runs from `python -c`: no source file, so the line's number without its text
+    assert status == "ERROR" and "reshape()" in message and "(in softmax_kernel, line " in message, message
 
 
 def test_the_kernel_is_graded_not_the_launcher(checked: dict[str, list[str]]) -> None:

@@ -240,8 +240,8 @@ def _judge(
             hint = "call your function on these shapes to see why."
             if outcome.detail.startswith("KernelAlgorithmError"):
                 hint = "the exercise asks for a way of computing, not only a result: reread what it asks for."
-            elif outcome.detail.startswith("LookupError: no @triton.jit"):
-                hint = "define the kernel under the name the exercise gives it, with @triton.jit."
+            elif outcome.detail.startswith("LookupError: no "):
+                hint = "keep the name the exercise gives your kernel or function."
             return result_for(exercise, Status.ERROR, message, hint)
         if outcome.kind == "shortcut":
             message = f"calls {outcome.detail} from the attn_edu package for {where}"

@@ -20,8 +20,8 @@ from typing import Any
 
 from attn_edu.grading.algorithms import watched
 from attn_edu.grading.exercise import Exercise, Question, case_seed, make_cases
+from attn_edu.grading.harness import KERNELS, kernel_of
 from attn_edu.grading.judge import judge, judge_answer, result_for
-from attn_edu.grading.kernel_harness import kernel_of
 from attn_edu.grading.protocol import decode_answer, encode_answer
 from attn_edu.grading.result import CheckResult, Hint, Status
 from attn_edu.grading.run import in_grader_child, kernel_device, one_thread, run_cases
@@ -95,7 +95,9 @@ def check(
     if not callable(fn):
         result = result_for(exercise, Status.ERROR, f"expected a function, got {type(fn).__name__}")
         return _strict(result, strict)
-    if exercise.kind == "triton":  # the kernel beside fn, launched by the grader's launcher, not fn itself
+    if (
+        exercise_id in KERNELS
+    ):  # the kernel (or update) beside fn, run by the grader's given code, not fn itself
         fn = kernel_of(exercise_id, fn)
     call = watched(exercise_id, fn)  # the algorithm it asks for, where it asks for one
     with one_thread():

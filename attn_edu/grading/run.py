@@ -221,6 +221,26 @@ def learner_error(err: BaseException) -> BaseException:
     return err
 
 
+def learner_line(err: BaseException) -> str:
+    """`` (in softmax_kernel, line 7: `x = tl.load(...)`)``: where in the learner's own code ``err`` was raised
+    (the last frame of its traceback outside Python, PyTorch, Triton and this package), or ``""``. In a kernel
+    that Triton's interpreter ran, that is the kernel's line."""
+    import traceback
+
+    ours = (_STDLIB_DIR, _TORCH_DIR, _PACKAGE_DIR)
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if not f.filename.startswith(ours) and "site-packages" not in f.filename
+    ]
+    if not frames:
+        return ""
+    last = frames[-1]
+    cell = f"{last.filename[1:-1]}, " if last.filename.startswith("<cell ") else ""  # the grader's own cells
+    line = f": `{last.line.strip()[:60]}`" if last.line else ""
+    return f" (in {last.name}, {cell}line {last.lineno}{line})"
+
+
 def run_case(fn: Callable[..., Any], case: Case, timeout: float | None, device: str = "cpu") -> Outcome:
     """Call ``fn`` on one case under a time limit; every exception becomes an :class:`Outcome`.
 
@@ -246,7 +266,9 @@ def run_case(fn: Callable[..., Any], case: Case, timeout: float | None, device: 
         if isinstance(err, NotImplementedError):
             outcome = Outcome("not_implemented", detail=str(err))
         else:
-            outcome = Outcome("error", detail=f"{type(err).__name__}: {err}"[:500])
+            where, name = learner_line(err), type(err).__name__
+            room = max(300 - len(name) - 2 - len(where), 80)  # the grader keeps 300 characters: the line too
+            outcome = Outcome("error", detail=f"{name}: {str(err)[:room]}{where}"[:500])
     return shortcut_outcome(called) or outcome
 
 

@@ -42,7 +42,7 @@ import torch
 from attn_edu.grading import protocol
 from attn_edu.grading.algorithms import watched
 from attn_edu.grading.exercise import Case
-from attn_edu.grading.kernel_harness import KERNELS, kernel_of
+from attn_edu.grading.harness import KERNELS, kernel_of
 from attn_edu.grading.notebook import submitted
 from attn_edu.grading.run import ExerciseTimeout, run_cases, time_limit
 

@@ -6,7 +6,7 @@
 - 12.8 the backward kernel for dQ: ``delta = rowsum(dO ∘ O)``, then ``dS = P ∘ (dP - delta)`` per key block.
 
 Each check launches the learner's kernel, found by name, with the grader's copy of the notebook's given launcher
-(:mod:`attn_edu.grading.kernel_harness`: a launcher rewritten in PyTorch is not what is graded), in Triton's
+(:mod:`attn_edu.grading.harness`: a launcher rewritten in PyTorch is not what is graded), in Triton's
 interpreter on CPU tensors (the exercise notebook and the grading command's worker set ``TRITON_INTERPRET=1``)
 or compiled on a GPU. The references are the
 library's (:func:`attn_edu.attention.masked_softmax`, :mod:`attn_edu.flash`); the known-wrong versions are
@@ -23,7 +23,7 @@ import torch
 from attn_edu import attention, flash
 from attn_edu.grading.checks.flash import NEG_INF, running_stats, tiled_variant
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
-from attn_edu.grading.kernel_harness import LSE_BLOCK
+from attn_edu.grading.harness import LSE_BLOCK
 
 
 def _randn(g: torch.Generator, *shape: int, std: float = 1.0) -> torch.Tensor:

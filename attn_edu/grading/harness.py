@@ -1,9 +1,11 @@
-"""The launchers of the Triton exercises, owned by the grader: a kernel is graded as a kernel.
+"""The given code around an exercise, owned by the grader: what the learner wrote is what is graded.
 
 For exercises 12.4, 12.5, 12.7 and 12.8 the check does not call the learner's launcher: it finds the learner's
 ``@triton.jit`` function by name (:data:`KERNELS`) and launches it here, with the grid and block sizes of the
 notebook's given launcher, on tensors on the input's device. A launcher rewritten in PyTorch (``return
-torch.softmax(x, -1)``) therefore grades nothing but the kernel beside it. In Triton's interpreter the loads
+torch.softmax(x, -1)``) therefore grades nothing but the kernel beside it. Exercise 12.1 likewise: the learner
+writes ``online_softmax_update`` and the notebook gives the driver ``online_softmax`` around it; the check runs
+its own copy of the driver (:func:`online_softmax`) on the learner's update, so an edited driver grades nothing. In Triton's interpreter the loads
 are watched as well (:func:`attn_edu.grading.bounds.bounds_checked`): a masked lane loaded without ``other=``
 reads NaN, as a GPU leaves it undefined, and 12.7's causal programs must skip the key blocks above their
 diagonal and load keys one block at a time (:func:`_check_skipping`).
@@ -52,6 +54,16 @@ def row_logsumexp(kernel: Any, x: torch.Tensor) -> torch.Tensor:
     lse = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
     kernel[(x.shape[0],)](x, lse, x.shape[1], x.stride(0), BLOCK=LSE_BLOCK)
     return lse
+
+
+def online_softmax(update: Any, x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """12.1: the notebook's driver, around the learner's ``online_softmax_update``: one streaming pass over the
+    blocks for the running max and sum, then one pass to normalise."""
+    m_i = torch.full(x.shape[:-1], float("-inf"), device=x.device)  # (...)
+    l_i = torch.zeros(x.shape[:-1], device=x.device)  # (...)
+    for start in range(0, x.shape[-1], block_size):
+        m_i, l_i = update(m_i, l_i, x[..., start : start + block_size])
+    return torch.exp(x - m_i[..., None]) / l_i[..., None]  # (..., N)
 
 
 def flash_forward(
@@ -128,8 +140,9 @@ def _check_skipping(
                 )
 
 
-# exercise id -> (the learner's kernel, by name; the launcher here)
+# exercise id -> (the learner's kernel or function, by name; the given code here that runs it)
 KERNELS: dict[str, tuple[str, Callable[..., torch.Tensor]]] = {
+    "12.1": ("online_softmax_update", online_softmax),
     "12.4": ("softmax_kernel", softmax_rows),
     "12.5": ("logsumexp_kernel", row_logsumexp),
     "12.7": ("flash_forward_kernel", flash_forward),
@@ -138,13 +151,14 @@ KERNELS: dict[str, tuple[str, Callable[..., torch.Tensor]]] = {
 
 
 def kernel_of(exercise_id: str, fn: Any, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
-    """What the check calls for a Triton exercise: its launcher here, bound to the learner's kernel, found in
-    ``namespace`` (the worker's notebook) or beside the learner's launcher ``fn`` (its module's globals), or
-    ``fn`` itself when it is the kernel. A function that raises :class:`LookupError` when there is none."""
+    """What the check calls for an exercise of :data:`KERNELS`: the given code here, bound to the learner's
+    kernel (or function), found in ``namespace`` (the worker's notebook) or beside the learner's ``fn`` (the
+    variables it closes over, its module's globals), or ``fn`` itself when it is that kernel. A function that
+    raises :class:`LookupError` when there is none."""
     name, launcher = KERNELS[exercise_id]
     found = None
-    if hasattr(fn, "__getitem__") and hasattr(fn, "fn"):  # a JITFunction (or the stand-in) was passed itself
-        found = fn
+    if (hasattr(fn, "__getitem__") and hasattr(fn, "fn")) or getattr(fn, "__name__", None) == name:
+        found = fn  # the kernel (a JITFunction, or the stand-in) or the function itself was passed
     elif namespace is not None:
         found = namespace.get(name)
     elif hasattr(fn, "__globals__"):  # the launcher's module, or the variables it closes over
@@ -152,6 +166,11 @@ def kernel_of(exercise_id: str, fn: Any, namespace: dict[str, Any] | None = None
     if found is None:
 
         def missing(*args: Any, **kwargs: Any) -> torch.Tensor:
+            if exercise_id == "12.1":
+                raise LookupError(
+                    f"no function named `{name}` in the notebook: the check runs the given driver itself, "
+                    "around your update (keep the update's name)"
+                )
             raise LookupError(
                 f"no @triton.jit function named `{name}` in the notebook: the check launches your kernel "
                 "itself, with the given launcher's grid and blocks (keep the kernel's name)"
