@@ -4,7 +4,7 @@
 
 The kernels come from solutions/12_flash_attention.ipynb, written to a module file (Triton reads a kernel's
 source), and check() launches each with the grader's launcher on the GPU when there is one
-(attn_edu/grading/kernel_harness.py). Prints one line per exercise and exits 1 unless all four pass.
+(attn_edu/grading/harness.py). Prints one line per exercise and exits 1 unless all four pass.
 """
 
 from __future__ import annotations
