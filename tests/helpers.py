@@ -33,6 +33,16 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
+def same_call(args: tuple, kwargs: dict, other_args: tuple, other_kwargs: dict) -> bool:
+    """Whether two calls pass equal arguments (tensors: same shape, dtype and entries)."""
+    return (
+        len(args) == len(other_args)
+        and all(_same(a, b) for a, b in zip(args, other_args))
+        and kwargs.keys() == other_kwargs.keys()
+        and all(_same(kwargs[k], other_kwargs[k]) for k in kwargs)
+    )
+
+
 def answer_key(
     exercise: Any, seed: int = 0, fn: Callable[..., torch.Tensor] | None = None
 ) -> Callable[..., torch.Tensor]:
@@ -54,12 +64,7 @@ def answer_key(
 
     def answer(*args: object, **kwargs: object) -> torch.Tensor:
         for case, out in table:
-            if (
-                len(case.args) == len(args)
-                and all(_same(a, b) for a, b in zip(case.args, args))
-                and case.kwargs.keys() == kwargs.keys()
-                and all(_same(case.kwargs[k], kwargs[k]) for k in kwargs)
-            ):
+            if same_call(case.args, case.kwargs, args, kwargs):
                 if isinstance(out, Exception):
                     raise out
                 return out.clone()

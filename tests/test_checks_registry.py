@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import answer_key
+from helpers import answer_key, same_call
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.command import GRADER_SEED
@@ -173,19 +172,7 @@ def test_each_mistake_fails_with_its_hint(exercise_id: str, index: int) -> None:
 
 def _same_inputs(a: Case, b: Case) -> bool:
     """Whether two cases call the function with equal arguments (tensors: same shape, dtype and entries)."""
-
-    def equal(x, y) -> bool:
-        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            tensors = isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
-            return tensors and x.dtype == y.dtype and torch.equal(x, y)
-        return type(x) is type(y) and x == y
-
-    same_args = len(a.args) == len(b.args) and all(map(equal, a.args, b.args))
-    return (
-        same_args
-        and a.kwargs.keys() == b.kwargs.keys()
-        and all(equal(a.kwargs[k], b.kwargs[k]) for k in a.kwargs)
-    )
+    return same_call(a.args, a.kwargs, b.args, b.kwargs)
 
 
 @pytest.mark.parametrize("exercise_id", IDS)
