@@ -5,8 +5,11 @@ the CPU: AVX-512, AVX2 and ARM kernels add in different orders, and MKL picks it
 notebook that prints ``max |ours - torch| = 2.4e-07`` prints ``1.2e-07`` on the next machine. Print what does
 not move instead:
 
-* a float difference as a **bound** that is checked: ``below(err, 1e-6)`` returns ``"< 1e-06"`` and fails
-  loudly if the bound does not hold;
+* a measured number beside the **bound** that it is claimed to keep, and the verdict, in one line:
+  ``claim("max |ours - torch|", err, below=1e-6)`` prints ``max |ours - torch| = 2.4e-07  ✓ below 1e-06`` and
+  fails loudly if the bound does not hold. The learner sees the real magnitude; the notebook tests compare
+  only the bound and the verdict (the digits before ``✓`` are masked by ``tests/nbval_sanitize.cfg``);
+* the same bound as text, ``below(err, 1e-6)`` returns ``"< 1e-06"``, where a sentence needs it;
 * the result of a tiny training run as a **spread over seeds**, ``spread([0.96, 1.02, 1.08])``, or as a claim
   checked for every seed (a single run's last digits are chaotic: training amplifies the last bits).
 """
@@ -59,6 +62,58 @@ def below(value: float | torch.Tensor, bound: float, *, fmt: str = ".0e") -> str
     if not value < bound:  # also False for NaN
         raise AssertionError(f"{value:.3g} is not below the bound {bound:{fmt}}")
     return f"< {bound:{fmt}}"
+
+
+CHECK_MARK = "✓"
+
+
+def claim(
+    what: str,
+    value: float | torch.Tensor,
+    *,
+    below: float | None = None,
+    above: float | None = None,
+    fmt: str = ".3g",
+) -> None:
+    """Print ``what = value  ✓ below b`` (or ``above a``, or ``between a and b``) after checking the claim.
+
+    The line a learner reads holds the measured number, the bound it is claimed to keep and the verdict; a
+    claim that does not hold raises ``AssertionError`` naming ``what``, the value and the bound, so a notebook
+    never goes on past a broken claim. A NaN never passes. Give ``below``, ``above`` or both; the bounds print
+    with ``:g``, the value with ``fmt``.
+
+    Example:
+        >>> claim("max |ours - torch|", 2.4e-7, below=1e-5)
+        max |ours - torch| = 2.4e-07  ✓ below 1e-05
+        >>> claim("loss ratio", torch.tensor(1.96), above=1.5)
+        loss ratio = 1.96  ✓ above 1.5
+        >>> claim("share on the first key", 0.312, above=0.2, below=0.4, fmt=".2f")
+        share on the first key = 0.31  ✓ between 0.2 and 0.4
+        >>> claim("error", 2e-3, below=1e-6)
+        Traceback (most recent call last):
+        ...
+        AssertionError: error = 0.002 does not hold: it must be below 1e-06
+    """
+    if not isinstance(what, str) or not what:
+        raise TypeError(f"what: expected a non-empty str naming the measured quantity, got {what!r}")
+    number = _as_float("value", value)
+    if below is None and above is None:
+        raise ValueError("claim: give the bound it keeps, below=..., above=... or both")
+    low = None if above is None else _as_float("above", above)
+    high = None if below is None else _as_float("below", below)
+    if low is not None and high is not None:
+        if not low < high:
+            raise ValueError(f"above={low:g} must be less than below={high:g}")
+        bound = f"between {low:g} and {high:g}"
+    elif high is not None:
+        bound = f"below {high:g}"
+    else:
+        bound = f"above {low:g}"
+    holds = not math.isnan(number) and (low is None or number > low) and (high is None or number < high)
+    shown = f"{number:{fmt}}"
+    if not holds:
+        raise AssertionError(f"{what} = {shown} does not hold: it must be {bound}")
+    print(f"{what} = {shown}  {CHECK_MARK} {bound}")
 
 
 def spread(values: Iterable[float | torch.Tensor], digits: int = 3) -> str:
