@@ -17,12 +17,14 @@ import torch
 from attn_edu.grading import Status, check, command, hint, protocol
 from attn_edu.grading.exercise import LETTERS, Question, badge
 from attn_edu.grading.judge import judge_answer
-from attn_edu.grading.registry import exercises, get_question, questions
+from attn_edu.grading.registry import exercises, get_question, predictions, questions
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = questions()
-IDS = sorted(QUESTIONS)
-WRONG = [(qid, i) for qid in IDS for i in range(len(QUESTIONS[qid].wrong))]
+# The per-question tests also cover the course notebooks' predictions ("04.p1"), which check() judges alike.
+ASKED = {**QUESTIONS, **predictions()}
+IDS = sorted(ASKED)
+WRONG = [(qid, i) for qid in IDS for i in range(len(ASKED[qid].wrong))]
 
 
 def _solution(question_id: str) -> Path:
@@ -58,8 +60,8 @@ def _wrong_answers(question: Question) -> list[str | float]:
 
 @pytest.mark.parametrize("question_id", IDS)
 def test_question_is_well_formed(question_id: str) -> None:
-    question = QUESTIONS[question_id]
-    assert re.fullmatch(r"\d\d\.q\d+", question_id), "ids look like 03.q1"
+    question = ASKED[question_id]
+    assert re.fullmatch(r"\d\d\.[qp]\d+", question_id), "ids look like 03.q1 (a prediction: 03.p1)"
     assert question.explanation.strip() and question.title.strip()
     assert question.hints, "each question has at least one hint"
     assert question.difficulty in (1, 2, 3) and 1 <= question.minutes <= 30
@@ -80,7 +82,7 @@ def test_question_is_well_formed(question_id: str) -> None:
 
 @pytest.mark.parametrize("question_id", IDS)
 def test_the_answer_passes_with_its_explanation(question_id: str) -> None:
-    question = QUESTIONS[question_id]
+    question = ASKED[question_id]
     result = check(question_id, _right(question))
     assert result.status is Status.PASS and result.points == question.points, result
     assert question.explanation in result.message
@@ -90,7 +92,7 @@ def test_the_answer_passes_with_its_explanation(question_id: str) -> None:
 
 @pytest.mark.parametrize("question_id", IDS)
 def test_every_wrong_answer_fails_without_the_explanation(question_id: str) -> None:
-    question = QUESTIONS[question_id]
+    question = ASKED[question_id]
     for answer in _wrong_answers(question):
         result = check(question_id, answer)
         assert result.status is Status.FAIL and result.points == 0, (answer, result)
@@ -100,7 +102,7 @@ def test_every_wrong_answer_fails_without_the_explanation(question_id: str) -> N
 
 @pytest.mark.parametrize(("question_id", "index"), WRONG)
 def test_each_known_slip_gets_its_message(question_id: str, index: int) -> None:
-    question = QUESTIONS[question_id]
+    question = ASKED[question_id]
     value, message = question.wrong[index]
     assert check(question_id, value).hint == message
 

@@ -95,7 +95,9 @@ class Question:
     answer misses (``wrong``), never the right answer.
     """
 
-    exercise_id: str  # "NN.qk": notebook number, then q and the question's number in that notebook
+    # "NN.qk": notebook number, then q and the question's number in that notebook; "NN.pk" for a prediction, which
+    # the course notebook asks before the cell that answers it (points=0: a prediction is for the learner)
+    exercise_id: str
     title: str  # one line: what is asked
     answer: str | float  # a letter of LETTERS for a choice question, else the number
     explanation: str  # why the answer is right; shown once it is given

@@ -46,10 +46,13 @@ def _find(exercise_id: str) -> Exercise | Question:
     The registry (the references, the cases, the answers) is imported here, on the first check, not with
     this module: the grading command's worker imports this module, and the answer key must stay out of it.
     """
-    from attn_edu.grading.registry import get_exercise, get_question
+    from attn_edu.grading.registry import get_exercise, get_prediction, get_question
 
-    is_question = isinstance(exercise_id, str) and ".q" in exercise_id
-    return get_question(exercise_id) if is_question else get_exercise(exercise_id)
+    if isinstance(exercise_id, str) and ".q" in exercise_id:
+        return get_question(exercise_id)
+    if isinstance(exercise_id, str) and ".p" in exercise_id:
+        return get_prediction(exercise_id)
+    return get_exercise(exercise_id)
 
 
 def check(
@@ -62,7 +65,8 @@ def check(
 ) -> CheckResult:
     """Check ``fn`` against exercise ``exercise_id`` and return the result (shown as one coloured line).
 
-    For a concept question (an id like ``"03.q1"``) ``fn`` is the answer: a choice's letter or a number.
+    For a concept question (an id like ``"03.q1"``) or a course notebook's prediction (``"03.p1"``) ``fn`` is
+    the answer: a choice's letter or a number.
     Never raises, whatever ``fn`` does, unless ``strict=True`` (or, with ``strict`` left at ``None``, the
     environment sets ``ATTN_EDU_STRICT=1``): then any status other than PASS raises ``AssertionError``
     with the result's text. ``timeout`` (seconds) bounds the whole check.

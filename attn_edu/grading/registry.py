@@ -1,7 +1,8 @@
 """Every exercise and concept question, by id: collected from explicit lists of modules, one per notebook.
 
 Each module of :mod:`attn_edu.grading.checks` lists its exercises in a tuple ``EXERCISES``; the module of the
-same name in :mod:`attn_edu.grading.questions` lists the notebook's concept questions in ``QUESTIONS``.
+same name in :mod:`attn_edu.grading.questions` lists the notebook's concept questions in ``QUESTIONS`` and the
+predictions its course notebook asks before a cell that answers them in ``PREDICTIONS`` (worth no points).
 Nothing is registered as a side effect of importing. A new notebook's exercises go into a new check module
 and its questions into a new questions module, added to :data:`CHECK_MODULES` and :data:`QUESTION_MODULES`.
 """
@@ -94,6 +95,7 @@ def collect(modules: tuple[ModuleType, ...], kind: str = "EXERCISES") -> dict[st
 
 _EXERCISES: dict[str, Exercise] = collect(CHECK_MODULES)
 _QUESTIONS: dict[str, Question] = collect(QUESTION_MODULES, "QUESTIONS")
+_PREDICTIONS: dict[str, Question] = collect(QUESTION_MODULES, "PREDICTIONS")
 
 
 def exercises() -> dict[str, Exercise]:
@@ -123,3 +125,16 @@ def get_question(question_id: str) -> Question:
     if question_id not in _QUESTIONS:
         raise KeyError(f"exercise_id: no question {question_id!r}; known: {', '.join(_QUESTIONS) or 'none'}")
     return _QUESTIONS[question_id]
+
+
+def predictions() -> dict[str, Question]:
+    """Every prediction a course notebook asks before the cell that answers it, by id ("04.p1", ...)."""
+    return dict(_PREDICTIONS)
+
+
+def get_prediction(prediction_id: str) -> Question:
+    """The prediction with this id; ``KeyError`` naming the known ids otherwise."""
+    if prediction_id not in _PREDICTIONS:
+        known = ", ".join(_PREDICTIONS) or "none"
+        raise KeyError(f"exercise_id: no prediction {prediction_id!r}; known: {known}")
+    return _PREDICTIONS[prediction_id]

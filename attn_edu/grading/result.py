@@ -46,8 +46,11 @@ class CheckResult:
 
     @property
     def noun(self) -> str:
-        """ "Question" for a concept question (an id like "03.q1"), else "Exercise"."""
-        return "Question" if ".q" in self.exercise_id else "Exercise"
+        """ "Question" for a concept question (an id like "03.q1"), "Prediction" for a course notebook's
+        prediction ("03.p1"), else "Exercise"."""
+        if ".q" in self.exercise_id:
+            return "Question"
+        return "Prediction" if ".p" in self.exercise_id else "Exercise"
 
     def __repr__(self) -> str:
         mark, verb = _MARKS[self.status][:2]

@@ -115,3 +115,37 @@ FINITE_FILL_ROW = Question(
 )
 
 QUESTIONS = (CACHED_CAUSAL_COUNT, FORGOTTEN_PADDING, FINITE_FILL_ROW)
+
+# Asked in course/04_masks.ipynb before the cell that computes it (section 5).
+ALL_MASKED_ROW = Question(
+    exercise_id="04.p1",
+    title="the softmax of a row whose every score is -inf",
+    choices=(
+        "[0, 0, 0]: every weight is e^-inf = 0",
+        "[1/3, 1/3, 1/3]: three equal scores share the weight equally",
+        "[nan, nan, nan]",
+        "an error: torch refuses a row with no finite score",
+    ),
+    answer="c",
+    explanation=(
+        "each weight is e^-inf / (e^-inf + e^-inf + e^-inf) = 0/0, which is undefined; and softmax code first "
+        "subtracts the row's maximum for stability, and -inf - (-inf) is already NaN. torch returns it silently."
+    ),
+    wrong=(
+        ("a", "every numerator is 0, but so is the denominator they are divided by: what is 0/0?"),
+        (
+            "b",
+            "equal finite scores would share the weight equally; but softmax subtracts the row's maximum "
+            "first, and -inf - (-inf) is not 0.",
+        ),
+        ("d", "torch.softmax raises nothing here: it computes a result, and prints no warning."),
+    ),
+    hints=(
+        "write one weight as a fraction, e^(a_s) / sum over s' of e^(a_s'): what are its top and bottom?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (ALL_MASKED_ROW,)
