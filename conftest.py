@@ -22,15 +22,6 @@ collect_ignore = (
         "attn_edu/kernels/compile_report.py",
     ]
 )
-# The old names of the moved experiments (attn_edu/text_gpt.py for attn_edu/experiments/text_gpt.py, ...) put
-# the moved module in their place, which `--doctest-modules` would report as a file mismatch; the doctests run
-# once, in attn_edu/experiments/.
-_EXPERIMENTS = Path(__file__).parent / "attn_edu" / "experiments"
-collect_ignore += [
-    f"attn_edu/{path.name}"
-    for path in sorted(_EXPERIMENTS.glob("[!_]*.py"))
-    if (_EXPERIMENTS.parent / path.name).is_file()
-]
 
 
 def retry_kernel_start(start: Callable[..., Any], attempts: int = 3) -> Callable[..., Any]:

@@ -17,8 +17,9 @@ so the site is exactly what the committed notebooks hold and builds in seconds. 
 - a notebook named in the text (``exercises/04_masks.ipynb``) links to its page, and a notebook's links
   (``[notebook 05](05_multi_head.ipynb)``, ``../README.md#...``) reach that page, or the file on GitHub.
 
-The first cell (the Colab install line) and ``# NBVAL_IGNORE_OUTPUT`` markers (for the test suite) are left
-out. ``tests/ui/test_site_in_browser.py`` builds the site and reads every page in Chromium.
+The Colab install cell is left out, and a cell whose source the notebook collapses (JupyterLab's
+``jupyter.source_hidden``: plotting and other helpers) shows its output, with its code folded under "Show the
+code", as JupyterLab shows it. ``tests/ui/test_site_in_browser.py`` builds the site and reads every page in Chromium.
 """
 
 from __future__ import annotations
@@ -189,9 +190,9 @@ class Renderer:
         return self._link_notebooks(markdown2html_mistune(source))
 
     @staticmethod
-    def code(source: str) -> str:
-        shown = "\n".join(line for line in source.split("\n") if line.strip() != "# NBVAL_IGNORE_OUTPUT")
-        return highlight(shown, IPython3Lexer(), HtmlFormatter(cssclass="highlight"))
+    def code(source: str, hidden: bool = False) -> str:
+        shown = highlight(source, IPython3Lexer(), HtmlFormatter(cssclass="highlight"))
+        return f"<details><summary>Show the code</summary>{shown}</details>" if hidden else shown
 
     @staticmethod
     def _terminal(text: str) -> str:
@@ -278,9 +279,9 @@ class Renderer:
                 where = f"from cell {index} of {Path(self.page.notebook).name}"
                 outputs = "".join(self.output(o, where) for o in cell.outputs)
                 outputs = f'<div class="outputs">{outputs}</div>' if outputs else ""
-                parts.append(
-                    f'<section class="cell code"><div class="input">{self.code(cell.source)}</div>{outputs}</section>'
-                )
+                hidden = bool(cell.metadata.get("jupyter", {}).get("source_hidden"))
+                code = self.code(cell.source, hidden)
+                parts.append(f'<section class="cell code"><div class="input">{code}</div>{outputs}</section>')
         return "\n".join(parts)
 
 

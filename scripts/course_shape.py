@@ -2,17 +2,27 @@
 
     python scripts/course_shape.py [NOTEBOOK ...]     (default: every course/*.ipynb)
 
-prints, per notebook, the markdown words of the core path and of the whole notebook, the minutes the title
-cell promises and what the shape check (``tests/test_course_shape.py``) finds wrong, if anything.
+prints, per notebook, the markdown words of the core path and of the whole notebook, the code a learner reads
+in the core, the core's stored run time, the core time computed from the three, the minutes the title cell
+states, and what the shape check (``tests/test_course_shape.py``) finds wrong, if anything.
 
 The shape every course notebook follows:
 
 * **The title cell** (the first markdown cell) starts ``# NN · Title``, lists what the learner will be able to
   do under ``**You will be able to:**`` (two or more bullets) and promises a time,
-  ``**Core path: about N minutes.**``, that covers the core's words at 200 a minute and is at most 15.
+  ``**Core path: about N minutes.**``, within a minute of the core time computed below.
 * **The core path** is every cell before the first optional section: its syllabus points in order, then
   ``## Summary``, which links the notebook's exercises (``../exercises/NN_*.ipynb``) and the next notebook.
   At most 2,500 markdown words (notebook 00: 1,500).
+* **The core time** is computed, not estimated: the core's prose at 200 words a minute, plus the code a learner
+  reads at 10 lines a minute, plus the time its cells took to run when the outputs were stored. The code a
+  learner reads is every non-blank, non-comment line of the core's code cells (not the Colab install cell, not
+  a cell whose source is collapsed, ``jupyter.source_hidden``) and of the library source that a core cell
+  shows (``show_source``). Ten lines a minute is the pace of reading code to understand it rather than to
+  skim it: reviewers who read to find defects manage 150–500 lines an hour (SmartBear's study of Cisco's code
+  reviews, 2006, advises under 500), and a learner whose prose has just said what the code does reads faster
+  than a reviewer hunting bugs, but not by much. The budget: at most 25 minutes (notebook 00: 15), and the
+  fourteen cores together at most five hours.
 * **Optional sections** follow the summary. Each starts a markdown cell with
   ``## Going deeper (optional): <title>`` and, on its next line, ``*Why read it:* <one line>``. Nothing but
   optional sections comes after the summary.
@@ -32,9 +42,12 @@ COURSE = REPO / "course"
 EXERCISES = REPO / "exercises"
 
 WORDS_PER_MINUTE = 200
+CODE_LINES_PER_MINUTE = 10  # why ten: see the module docstring
 CORE_WORDS = 2500
 CORE_WORDS_FIRST = 1500  # notebook 00: a welcome, not a lecture
-MAX_CORE_MINUTES = 15
+MAX_CORE_MINUTES = 25
+MAX_CORE_MINUTES_FIRST = 15
+MAX_FIRST_PASS_MINUTES = 300  # the fourteen cores
 
 TITLE_RE = re.compile(r"^# (\d\d) · \S")
 GOALS_RE = re.compile(r"^\*\*You will be able to:\*\*\s*$")
@@ -51,7 +64,9 @@ class Shape:
     name: str
     core_words: int = 0
     total_words: int = 0
-    minutes: int | None = None
+    core_code_lines: int = 0  # the code a learner reads in the core, shown library source included
+    core_run_seconds: float = 0.0  # the core cells' run time when the outputs were stored
+    minutes: int | None = None  # what the title cell states
     deeper: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -64,6 +79,49 @@ def _text(cell: dict) -> str:
 def words(text: str) -> int:
     """Words as a reader counts them: runs of non-space characters."""
     return len(text.split())
+
+
+def code_lines(text: str) -> int:
+    """Lines a learner reads in a code cell: not blank, not only a comment."""
+    return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def _run_seconds(cell: dict) -> float:
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    from datetime import datetime
+
+    def when(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return max(0.0, (when(end) - when(start)).total_seconds())
+
+
+def _read_code(cell: dict) -> int:
+    """The code lines of one code cell that a learner reads: its source unless collapsed or the Colab install
+    line, and the library source it shows."""
+    source = _text(cell)
+    if "google.colab" in source or cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+        lines = 0
+    else:
+        lines = code_lines(source)
+    if "show_source(" in source:
+        for output in cell.get("outputs", []):
+            shown = output.get("data", {}).get("text/plain")
+            if shown:
+                lines += code_lines("".join(shown) if isinstance(shown, list) else shown)
+    return lines
+
+
+def core_minutes(shape: Shape) -> int:
+    """The computed core time: prose, code and run time, in whole minutes (rounded up)."""
+    return math.ceil(
+        shape.core_words / WORDS_PER_MINUTE
+        + shape.core_code_lines / CODE_LINES_PER_MINUTE
+        + shape.core_run_seconds / 60
+    )
 
 
 def _links(text: str) -> list[str]:
@@ -139,13 +197,20 @@ def read_shape(path: Path) -> Shape:
     budget = CORE_WORDS_FIRST if number == "00" else CORE_WORDS
     if shape.core_words > budget:
         shape.problems.append(f"the core path has {shape.core_words} words of markdown, over {budget}")
-    if shape.minutes is not None:
-        needed = math.ceil(shape.core_words / WORDS_PER_MINUTE)
-        if not needed <= shape.minutes <= MAX_CORE_MINUTES:
-            shape.problems.append(
-                f"'Core path: about {shape.minutes} minutes' must cover {shape.core_words} words at "
-                f"{WORDS_PER_MINUTE} a minute ({needed}) and be at most {MAX_CORE_MINUTES}"
-            )
+    core_cells = cells
+    if deeper_at is not None:
+        optional_from = [i for i, cell in enumerate(cells) if cell["cell_type"] == "markdown"][deeper_at]
+        core_cells = cells[:optional_from]
+    code = [cell for cell in core_cells if cell["cell_type"] == "code"]
+    shape.core_code_lines = sum(_read_code(cell) for cell in code)
+    shape.core_run_seconds = sum(_run_seconds(cell) for cell in code)
+    computed = core_minutes(shape)
+    if shape.minutes is not None and abs(shape.minutes - computed) > 1:
+        shape.problems.append(
+            f"'Core path: about {shape.minutes} minutes' must state the computed core time, {computed} minutes "
+            f"({shape.core_words} words, {shape.core_code_lines} lines of code, "
+            f"{shape.core_run_seconds:.0f} s of run time)"
+        )
 
     if summary_at is not None:
         summary = "\n".join(markdown[summary_at:deeper_at])
@@ -161,17 +226,33 @@ def read_shape(path: Path) -> Shape:
     return shape
 
 
+def over_budget(shape: Shape) -> str | None:
+    """Why this core is over its time budget, or None."""
+    budget = MAX_CORE_MINUTES_FIRST if shape.name[:2] == "00" else MAX_CORE_MINUTES
+    minutes = core_minutes(shape)
+    if minutes > budget:
+        return f"the core takes {minutes} minutes, over its budget of {budget}"
+    return None
+
+
 def table(shapes: list[Shape]) -> str:
-    """The words a learner reads, per notebook, as a plain-text table."""
-    rows = [f"{'notebook':<34} {'core':>6} {'total':>6} {'min':>4}  optional sections"]
+    """The words and code a learner reads, per notebook, and the core time, as a plain-text table."""
+    rows = [
+        f"{'notebook':<34} {'words':>6} {'total':>6} {'code':>5} {'run s':>6} {'core':>5} {'title':>5}  optional"
+    ]
     for shape in shapes:
         minutes = "-" if shape.minutes is None else str(shape.minutes)
         rows.append(
-            f"{shape.name:<34} {shape.core_words:>6} {shape.total_words:>6} {minutes:>4}  {len(shape.deeper)}"
+            f"{shape.name:<34} {shape.core_words:>6} {shape.total_words:>6} {shape.core_code_lines:>5} "
+            f"{shape.core_run_seconds:>6.0f} {core_minutes(shape):>5} {minutes:>5}  {len(shape.deeper)}"
         )
     rows.append(
         f"{'all':<34} {sum(s.core_words for s in shapes):>6} {sum(s.total_words for s in shapes):>6} "
-        f"{sum(s.minutes or 0 for s in shapes):>4}"
+        f"{sum(s.core_code_lines for s in shapes):>5} {sum(s.core_run_seconds for s in shapes):>6.0f} "
+        f"{sum(core_minutes(s) for s in shapes):>5} {sum(s.minutes or 0 for s in shapes):>5}"
+    )
+    rows.append(
+        "core = prose at 200 words/min + code at 10 lines/min + stored run time; title = what the title cell states"
     )
     return "\n".join(rows)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu.alignment import (
+from attn_edu.experiments.alignment import (
     HELD_OUT_PAIRS,
     LEXICON,
     MAX_WORDS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_edu import finetune
+from attn_edu.experiments import finetune
 from tests.test_pretrained import needs_minilm
 
 SEEDS = range(5)

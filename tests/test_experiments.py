@@ -1,5 +1,5 @@
-"""The experiments wing: the old module names are the moved modules, every command keeps its shape, and the
-one weights store ties the output head by one rule."""
+"""The experiments wing: each experiment has one name, every command keeps its shape, and the one weights store
+ties the output head by one rule."""
 
 from __future__ import annotations
 
@@ -13,33 +13,28 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attn_edu.attention import fused_attention
 from attn_edu.experiments import multitask, rope_extension, shipped, text_gpt
 from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("text_gpt", "multitask", "rope_extension", "alignment", "length_extrapolation", "finetune")
 TIED = GPTConfig(vocab_size=7, max_seq_len=8, embed_dim=8, num_layers=1, num_heads=2, ffn_dim=16)
 UNTIED = LlamaConfig(vocab_size=7, embed_dim=8, num_layers=1, num_heads=2, num_kv_heads=1, ffn_dim=16)
 
 
-@pytest.mark.parametrize("name", MOVED)
-def test_the_old_name_is_the_moved_module(name: str) -> None:
-    old = importlib.import_module(f"attn_edu.{name}")
-    new = importlib.import_module(f"attn_edu.experiments.{name}")
-    assert old is new and sys.modules[f"attn_edu.{name}"] is new
-    assert getattr(importlib.import_module("attn_edu"), name) is new
+def test_each_experiment_has_one_name() -> None:
+    """No second module re-exports an experiment under an older name (attn_edu.text_gpt, ...)."""
+    import attn_edu
+
+    for name in ("text_gpt", "multitask", "rope_extension", "alignment", "length_extrapolation", "finetune"):
+        assert not (ROOT / "attn_edu" / f"{name}.py").exists(), name
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"attn_edu.{name}")
+        assert (
+            not hasattr(attn_edu, name) or getattr(attn_edu, name).__name__ == f"attn_edu.experiments.{name}"
+        )
 
 
-def test_private_names_and_fused_attention_resolve_through_the_old_name() -> None:
-    from attn_edu.text_gpt import _context
-    from attn_edu.text_gpt import fused_attention as old_fused
-
-    assert _context is text_gpt._context
-    assert old_fused is fused_attention and text_gpt.fused_attention is fused_attention
-
-
-@pytest.mark.parametrize("module", ["attn_edu.text_gpt", "attn_edu.experiments.rope_extension"])
+@pytest.mark.parametrize("module", ["attn_edu.experiments.text_gpt", "attn_edu.experiments.rope_extension"])
 def test_help_exits_zero_and_names_the_new_module(module: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from attn_edu import finetune
+from attn_edu.experiments import finetune
 from attn_edu.pretrained import mean_pool
 from tests.test_pretrained import needs_minilm
 

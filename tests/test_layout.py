@@ -58,17 +58,8 @@ FLOORS = {
     "kernels": ["kernels"],
     "views": ["viz", "widgets"],
     "grading": ["grading", "grade", "exercises"],
-    # The models trained here, and the old names that now stand for them (attn_edu/text_gpt.py is
-    # attn_edu.experiments.text_gpt under a second name): nothing below uses them; the benchmarks may.
-    "experiments": [
-        "experiments",
-        "text_gpt",
-        "multitask",
-        "rope_extension",
-        "finetune",
-        "length_extrapolation",
-        "alignment",
-    ],
+    # The models trained here: nothing below uses them; the benchmarks may.
+    "experiments": ["experiments"],
     "bench": ["bench"],
 }
 LEVEL = {top: i for i, tops in enumerate(FLOORS.values()) for top in tops}

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_edu.length_extrapolation import (
+from attn_edu.experiments.length_extrapolation import (
     SCHEMES,
     LagConfig,
     LagModel,

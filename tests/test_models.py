@@ -309,8 +309,8 @@ def test_attention_fn_is_passed_to_every_layer(cls, config):
 def _attention_functions() -> dict[str, object]:
     """Every attention function the package has that runs on a CPU tensor without Triton's interpreter."""
     from attn_edu.attention import scaled_dot_product_attention
+    from attn_edu.experiments.text_gpt import fused_attention
     from attn_edu.flash import tiled_attention
-    from attn_edu.text_gpt import fused_attention
 
     return {"reference": scaled_dot_product_attention, "tiled": tiled_attention, "fused": fused_attention}
 

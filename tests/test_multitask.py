@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from attn_edu import multitask
-from attn_edu.multitask import (
+from attn_edu.experiments import multitask
+from attn_edu.experiments.multitask import (
     ICL_LENGTH,
     ICL_VOCAB,
     T5_LENGTH,

@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_edu import rope_extension as rx
 from attn_edu.corpus import CharTokenizer, baselines, corpus, corpus_sha256, split_corpus
+from attn_edu.experiments import rope_extension as rx
 from attn_edu.interp import attention_maps
 from attn_edu.models import Llama, LlamaConfig
 from attn_edu.rope import RopeScaling, yarn_attention_factor

@@ -64,3 +64,16 @@ def test_a_notebook_named_as_code_becomes_one_link_never_a_link_in_a_link(render
     )
     assert hrefs(html) == ["../exercises/04_masks.html", "../exercises/04_masks.html"]
     assert "</a></a>" not in html and html.count("<a ") == html.count("</a>") == 2
+
+
+def test_a_collapsed_cell_shows_its_output_and_folds_its_code(renderer) -> None:
+    import nbformat
+
+    shown = nbformat.v4.new_code_cell("plot_it()")
+    hidden = nbformat.v4.new_code_cell("plot_it()", metadata={"jupyter": {"source_hidden": True}})
+    for cell in (shown, hidden):
+        cell.outputs = [nbformat.v4.new_output("stream", text="the picture\n")]
+    page = renderer.cells(nbformat.v4.new_notebook(cells=[shown, hidden]))
+    first, second = page.split('<section class="cell code">')[1:]
+    assert "<details>" not in first and "the picture" in first
+    assert "<details><summary>Show the code</summary>" in second and "the picture" in second

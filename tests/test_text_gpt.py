@@ -12,11 +12,7 @@ import torch
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.corpus import UNKNOWN, CharTokenizer, baselines, corpus, corpus_sha256, split_corpus
-from attn_edu.kv_cache import KVCache
-from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
-from attn_edu.objectives import causal_lm_loss
-from attn_edu.sparse import sliding_window_mask
-from attn_edu.text_gpt import (
+from attn_edu.experiments.text_gpt import (
     RECORD_FILE,
     WEIGHTS_FILE,
     fused_attention,
@@ -28,6 +24,10 @@ from attn_edu.text_gpt import (
     train_text_gpt,
     validation_loss,
 )
+from attn_edu.kv_cache import KVCache
+from attn_edu.models import GPT, GPTConfig, Llama, LlamaConfig
+from attn_edu.objectives import causal_lm_loss
+from attn_edu.sparse import sliding_window_mask
 
 TINY = GPTConfig(max_seq_len=32, embed_dim=32, num_layers=1, num_heads=2, ffn_dim=64)
 
@@ -232,7 +232,9 @@ def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
     assert main(["train", "--model", "llama", "--steps", "1", "--out", str(tmp_path)]) == 0
     record = read_record(tmp_path, name="text_llama")
     assert record["architecture"] == "llama" and record["context"] == 256
-    assert record["command"] == "python -m attn_edu.text_gpt train --model llama --steps 1 --seed 0"
+    assert (
+        record["command"] == "python -m attn_edu.experiments.text_gpt train --model llama --steps 1 --seed 0"
+    )
     assert main(["report", "--model", "llama", "--dir", str(tmp_path)]) == 0
     assert "text_llama:" in capsys.readouterr().out
 
@@ -240,7 +242,9 @@ def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
 @pytest.mark.slow  # trains through the command line
 def test_command_trains_and_reports(tmp_path, capsys) -> None:
     assert main(["train", "--steps", "1", "--out", str(tmp_path)]) == 0
-    assert read_record(tmp_path)["command"] == "python -m attn_edu.text_gpt train --steps 1 --seed 0"
+    assert (
+        read_record(tmp_path)["command"] == "python -m attn_edu.experiments.text_gpt train --steps 1 --seed 0"
+    )
     assert main(["report", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "bits/char" in out and "bigram" in out and "sample (greedy)" in out

@@ -12,7 +12,4 @@ The wing is a floor above the architectures and the interop: it uses the models,
 data, and nothing below it imports it (the benchmarks, :mod:`attn_edu.bench`, may). :mod:`.shipped` is the one
 store of the shipped weights (``NAME.safetensors`` and its record ``NAME.json`` in ``attn_edu/weights/``), and
 :mod:`.cli` the one shape of their commands, ``python -m attn_edu.experiments.NAME train|report``.
-
-The old names (``attn_edu.text_gpt``, ``python -m attn_edu.text_gpt report``, ...) still work: each is the
-module here under a second name.
 """

@@ -339,7 +339,7 @@ def _train_command(args: argparse.Namespace) -> None:
                                      "seconds": round(seconds, 1), "final_loss": run.final_loss(), "accuracy": scores}  # fmt: skip
     seeds = " ".join(map(str, args.seeds))
     record["command"] = (
-        f"python -m attn_edu.multitask train --model {args.model} --seeds {seeds} --threads {args.threads}"
+        f"python -m attn_edu.experiments.multitask train --model {args.model} --seeds {seeds} --threads {args.threads}"
     )
     record["environment"] = {
         "python": platform.python_version(),

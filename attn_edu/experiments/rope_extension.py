@@ -406,7 +406,7 @@ def _train_command(args: argparse.Namespace) -> None:
     _print_table(table)
     seeds = " ".join(map(str, args.seeds))
     record = {
-        "command": f"python -m attn_edu.rope_extension train --seeds {seeds} --steps {args.steps} "
+        "command": f"python -m attn_edu.experiments.rope_extension train --seeds {seeds} --steps {args.steps} "
         f"--tune-steps {args.tune_steps} --threads {args.threads}",
         "context": CONTEXT,
         "factor": FACTOR,

@@ -325,7 +325,7 @@ def _train_command(args: argparse.Namespace) -> None:
     base = baselines(tokenizer, text)
     flag = " --model llama" if llama else ""
     record = {
-        "command": f"python -m attn_edu.text_gpt train{flag} --steps {args.steps} --seed {args.seed}",
+        "command": f"python -m attn_edu.experiments.text_gpt train{flag} --steps {args.steps} --seed {args.seed}",
         "seed": args.seed,
         "steps": args.steps,
         **({"context": context} if llama else {}),
