@@ -29,3 +29,35 @@ OUTPUT_SHAPE = Question(
 )
 
 QUESTIONS = (OUTPUT_SHAPE,)
+
+# Asked in course/00_start_here.ipynb before the picture of one MiniLM head (section 2).
+RESTING_PLACE = Question(
+    exercise_id="00.p1",
+    title="where a typical word puts most of its attention in one head of a pretrained BERT",
+    choices=(
+        "on itself",
+        "on the word just before it",
+        "on [CLS], the marker token at the start of the sentence",
+        "spread about evenly over the sentence",
+    ),
+    answer="c",
+    explanation=(
+        "most rows give [CLS] their largest weight. Many heads of BERT-like models park attention on a special "
+        "token ([CLS], [SEP]) or on punctuation when they have nothing to look up (Clark et al., 2019, 'What does "
+        "BERT look at?'): a row's weights must sum to 1, so they have to go somewhere."
+    ),
+    wrong=(
+        ("a", "a head that attends to each word itself lights up the diagonal: look for it in the picture."),
+        (
+            "b",
+            "a previous-token head lights up the cells just left of the diagonal; notebook 05 finds such heads, "
+            "but look where this one's bright cells are.",
+        ),
+        ("d", "an evenly spread row would be one flat colour; this head's rows have a few bright cells."),
+    ),
+    hints=("the weights of a row must add up to 1: where can a word put them when no other word matters to it?",),
+    points=0,
+    minutes=1,
+)
+
+PREDICTIONS = (RESTING_PLACE,)
