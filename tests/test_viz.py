@@ -305,6 +305,54 @@ def test_plot_rotation_rejects_mismatched_angles():
         viz.plot_rotation(torch.rand(3, 3), [0.0, 1.0, 2.0])
 
 
+def test_plot_relative_angles_draws_the_largest_angle_within_l_and_s_l_against_a_full_turn():
+    theta = 10000.0 ** (-torch.arange(8, dtype=torch.float64) / 8)  # (D/2,) for D = 16
+    fig = viz.plot_relative_angles(theta, context=64, factor=4)
+    ax = fig.axes[0]
+    trained, stretched, turn = ax.get_lines()
+    np.testing.assert_allclose(trained.get_ydata(), 64 * theta.numpy())
+    np.testing.assert_allclose(stretched.get_ydata(), 256 * theta.numpy())
+    np.testing.assert_allclose(turn.get_ydata(), 2 * math.pi)
+    assert trained.get_xdata().tolist() == list(range(8)) and ax.get_yscale() == "log"
+    below = trained.get_ydata() < 2 * math.pi  # the pairs that never turned a full circle in training
+    assert below.tolist() == [False] * 3 + [True] * 5
+    with pytest.raises(ValueError, match="context"):
+        viz.plot_relative_angles(theta, context=0, factor=4)
+    with pytest.raises(ValueError, match="inv_freq: expected positive"):
+        viz.plot_relative_angles(-theta, context=64, factor=4)
+
+
+def test_plot_rope_frequencies_shows_each_scaling_and_its_wavelength_in_its_own_style():
+    theta = torch.tensor([1.0, 0.1, 0.01])
+    scalings = {"original": theta, "PI": theta / 4, "same as PI": theta / 4}
+    fig = viz.plot_rope_frequencies(scalings, context=64)
+    left, right = fig.axes
+    for name, line in zip(scalings, left.get_lines()):
+        np.testing.assert_allclose(line.get_ydata(), scalings[name].numpy(), rtol=1e-6)
+    for name, line in zip(scalings, right.get_lines()):
+        np.testing.assert_allclose(line.get_ydata(), 2 * math.pi / scalings[name].numpy(), rtol=1e-6)
+    styles = [line.get_linestyle() for line in left.get_lines()]
+    assert len(set(styles)) == 3  # curves on top of each other stay visible
+    marked = [line for line in right.get_lines() if line.get_label().startswith("trained context")]
+    assert len(marked) == 1 and marked[0].get_ydata()[0] == 64
+    with pytest.raises(ValueError, match=r"frequencies\['PI'\]"):
+        viz.plot_rope_frequencies({"original": theta, "PI": theta[:2]}, context=64)
+
+
+def test_plot_loss_by_position_averages_bins_and_marks_l_and_the_floor():
+    runs = torch.rand(3, 32, generator=torch.Generator().manual_seed(0))  # (runs, T)
+    fig = viz.plot_loss_by_position({"model": runs}, context=16, bins=8, floor=0.25, ylabel="loss")
+    ax = fig.axes[0]
+    median = ax.get_lines()[0]
+    bin_means = runs.reshape(3, 4, 8).mean(-1)  # (runs, 4): each seed's mean over 8 positions
+    np.testing.assert_allclose(median.get_xdata(), [3.5, 11.5, 19.5, 27.5])
+    np.testing.assert_allclose(median.get_ydata(), bin_means.median(0).values.double().numpy(), rtol=1e-6)
+    labels = {line.get_label(): line for line in ax.get_lines()}
+    assert labels["L = 16"].get_xdata()[0] == 16 and labels["bigram model"].get_ydata()[0] == 0.25
+    with pytest.raises(ValueError, match="multiple of bins"):
+        viz.plot_loss_by_position({"model": runs[:, :30]}, context=16, bins=8)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Curves, histograms, distributions
 # ---------------------------------------------------------------------------------------------------
@@ -624,3 +672,376 @@ def test_plot_token_rows_draws_one_box_per_token_and_colours_the_highlighted_one
 def test_plot_token_rows_rejects_bad_input(rows, highlight, match):
     with pytest.raises(ValueError, match=match):
         viz.plot_token_rows(rows, highlight=highlight)
+
+
+@pytest.mark.parametrize(("n", "tile"), [(512, 64), (100, 32), (7, 7), (5, 2)])
+def test_causal_tile_kinds_agree_with_the_pairs_each_tile_holds(n, tile):
+    from attn_edu.viz.flash import causal_tile_kinds
+
+    kinds = causal_tile_kinds(n, tile)
+    visible = causal_mask(n)
+    for i in range(kinds.shape[0]):
+        for j in range(kinds.shape[1]):
+            pairs = visible[i * tile : (i + 1) * tile, j * tile : (j + 1) * tile]
+            expected = 0 if not pairs.any() else (1 if pairs.all() else 2)
+            assert kinds[i, j] == expected, (i, j)
+    blocks = math.ceil(n / tile)
+    assert int((kinds > 0).sum()) == blocks * (blocks + 1) // 2  # on and below the diagonal
+    if n % tile == 0 and tile > 1:  # whole tiles: exactly the diagonal ones need a mask
+        assert torch.equal(kinds.diagonal(), torch.full((blocks,), 2)) and int((kinds == 2).sum()) == blocks
+
+
+def test_plot_causal_tiles_draws_the_three_kinds_of_tile():
+    fig = viz.plot_causal_tiles(512, 64)
+    ax = fig.axes[0]
+    drawn = ax.get_images()[0].get_array()
+    assert drawn.shape == (8, 8) and set(np.unique(drawn).tolist()) == {0, 1, 2}
+    assert len(ax.get_legend().get_texts()) == 3
+    plt.close(fig)
+
+
+def test_plot_attention_memory_dashes_the_paper_count_and_keeps_zero_on_the_log_axis():
+    sizes = [512, 1024, 2048]
+    fig = viz.plot_attention_memory(sizes, [16.0, 64.0, 256.0], [0.0, 1.0, 2.0], heads=8)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    paper = lines["two (n, n) matrices per head (paper)"]
+    assert paper.get_linestyle() == "--"
+    assert paper.get_ydata()[1] / paper.get_ydata()[0] == pytest.approx(4.0)  # quadratic in n
+    assert min(lines["tiled (measured)"].get_ydata()) > 0  # 0 MiB drawn where a log axis can show it
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one value per size"):
+        viz.plot_attention_memory(sizes, [1.0], [1.0, 2.0, 3.0])
+
+
+def test_plot_head_effects_draws_one_bar_per_head_coloured_by_layer():
+    effects = torch.tensor([[0.5, 0.0, -0.1], [0.25, 0.75, 0.125]])  # (L, H)
+    fig = viz.plot_head_effects(effects, title="ablation")
+    ax = fig.axes[0]
+    bars = ax.patches
+    np.testing.assert_allclose([b.get_height() for b in bars], effects.flatten().numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2"]
+    colours = [b.get_facecolor() for b in bars]
+    assert colours[0] == colours[1] == colours[2] != colours[3] == colours[4] == colours[5]
+    assert ax.get_title() == "ablation"
+    with pytest.raises(ValueError, match=r"effects: expected shape \(L, H\)"):
+        viz.plot_head_effects([0.1, 0.2])
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_masks (a row of patterns)
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_masks_draws_each_mask_as_plot_mask_does_and_counts_its_pairs():
+    masks = {"causal": causal_mask(4, 6), "first key": torch.zeros(3, 5, dtype=torch.bool)}
+    masks["first key"][:, 0] = True
+    fig = viz.plot_masks(masks, title="two patterns")
+    assert len(fig.axes) == 2 and fig.get_suptitle() == "two patterns"
+    for ax, (name, mask) in zip(fig.axes, masks.items()):
+        alone = viz.plot_mask(mask, legend=False)
+        np.testing.assert_array_equal(image_of(ax), image_of(alone.axes[0]))
+        plt.close(alone)
+        pairs = int(mask.sum())
+        assert ax.get_title() == f"{name}: {pairs} pairs ({pairs / mask.numel():.0%})"
+    assert fig.axes[0].get_legend() is None  # one legend for the row, on the last panel
+    legend = fig.axes[-1].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["True: may attend", "False: hidden"]
+    assert legend.get_title().get_text() == "mask[t, s]"
+
+
+def test_plot_masks_says_what_true_means_when_the_pattern_is_not_a_mask():
+    reach = causal_mask(5) & ~causal_mask(5).roll(3, dims=0)  # any bool pattern
+    fig = viz.plot_masks(
+        {"after 2 layers": reach}, count_pairs=False, legend=("reach[t, s]", "depends on", "no")
+    )
+    ax = fig.axes[0]
+    assert ax.get_title() == "after 2 layers"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["True: depends on", "False: no"]
+    assert ax.get_legend().get_title().get_text() == "reach[t, s]"
+
+
+@pytest.mark.parametrize(
+    ("masks", "kwargs", "match"),
+    [
+        ({}, {}, r"masks: expected a non-empty dict"),
+        ({"float": torch.ones(3, 3)}, {}, r"mask: expected a bool mask"),
+        ({"3-d": torch.ones(1, 3, 3, dtype=torch.bool)}, {}, r"mask: expected shape \(T, S\)"),
+        ({"ok": causal_mask(3)}, {"legend": ("title", "only two")}, r"legend: expected \(title"),
+    ],
+)
+def test_plot_masks_rejects_bad_input(masks, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_masks(masks, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# plot_attention_panels
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_attention_panels_draws_each_matrix_with_its_own_tokens_on_one_scale():
+    small, large = softmax_rows(3, 3, seed=1), softmax_rows(9, 9, seed=2)
+    fig = viz.plot_attention_panels(
+        [small, large], labels=[list("abc"), list("rstuvwxyz")], titles=["toy", "real"], title="side by side"
+    )
+    panels = heatmaps_of(fig)
+    assert len(fig.axes) == 3 and [ax.get_title() for ax in panels] == ["toy", "real"]  # + one colour bar
+    for ax, weights, tokens in zip(panels, [small, large], ["abc", "rstuvwxyz"]):
+        np.testing.assert_allclose(cells_of(ax), weights.numpy(), rtol=1e-6)
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(tokens)
+        assert [t.get_text() for t in ax.get_yticklabels()] == list(tokens)
+        assert ax.images[0].get_clim() == pytest.approx((0.0, max(float(small.max()), float(large.max()))))
+    assert len(panels[0].texts) == 9 and not panels[1].texts  # values only in the small panel
+    assert fig.get_suptitle() == "side by side"
+
+
+def test_plot_attention_panels_labels_the_keys_of_a_cross_attention_panel():
+    weights = softmax_rows(2, 4)
+    fig = viz.plot_attention_panels([weights], labels=[list("wxyz")], titles=["cross"])
+    (ax,) = heatmaps_of(fig)
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1"]  # no query labels given: positions
+
+
+@pytest.mark.parametrize(
+    ("weights", "kwargs", "match"),
+    [
+        (torch.rand(2, 2), {}, r"weights: expected a non-empty list"),
+        ([], {}, r"weights: expected a non-empty list"),
+        ([torch.rand(2)], {}, r"weights\[0\]: expected shape \(T, S\)"),
+        ([torch.rand(2, 2)], {"titles": ["a", "b"]}, r"titles: expected one entry per panel \(1\)"),
+        ([torch.rand(2, 3)], {"labels": [["a"]]}, r"labels\[0\]: expected T=2 or S=3 token labels"),
+    ],
+)
+def test_plot_attention_panels_rejects_bad_input(weights, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_attention_panels(weights, **kwargs)
+
+
+# ----------------------------------------------------------------------------- a model learning to copy (nb 13)
+
+
+def test_plot_training_loss_draws_each_step_its_running_mean_and_the_shaded_stretches():
+    losses = [4.0] * 30 + [3.0, 2.0, 1.0] + [0.5] * 27
+    fig = viz.plot_training_loss(losses, guess=4.16, window=5, plateau=(5, 25), fall=(28, 38))
+    ax = fig.axes[0]
+    raw, mean, guess = ax.get_lines()
+    assert raw.get_xdata().tolist() == list(range(1, 61)) and raw.get_ydata().tolist() == losses
+    assert mean.get_xdata().tolist() == list(range(5, 61))  # a mean of 5 steps exists from step 5 on
+    for step, value in zip(mean.get_xdata(), mean.get_ydata()):
+        assert value == pytest.approx(sum(losses[step - 5 : step]) / 5)
+    assert set(guess.get_ydata().tolist()) == {4.16}
+    spans = sorted(patch.get_extents().width for patch in ax.patches)
+    assert len(ax.patches) == 2 and spans[0] > 0  # plateau and fall, both drawn
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-2:] == [
+        "plateau (steps 5-25)",
+        "steepest fall (steps 28-38)",
+    ]
+    plt.close(fig)
+    assert len(viz.plot_training_loss(losses, guess=4.16).axes[0].patches) == 0  # nothing to shade
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"losses": [[1.0, 2.0]]}, r"losses: expected shape \(N\)"),
+        ({"window": 0}, "window"),
+        ({"window": 61}, "window: expected at most N=60"),
+        ({"plateau": (30, 10)}, r"plateau: expected \(first, last\) steps with 1 <= first < last <= 60"),
+        ({"fall": (1, 61)}, "fall: expected"),
+        ({"guess": float("nan")}, "guess: expected a finite number, got nan"),
+    ],
+)
+def test_plot_training_loss_rejects_bad_input(kwargs, match):
+    arguments = {"losses": [1.0] * 60, "guess": 4.0, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        viz.plot_training_loss(arguments.pop("losses"), **arguments)
+
+
+def test_plot_loss_by_repeat_puts_each_prediction_at_its_position_and_marks_each_second_copy():
+    short, long = torch.rand(31).tolist(), torch.rand(47).tolist()  # n = 16 and n = 24 tokens, repeated once
+    fig = viz.plot_loss_by_repeat({"n = 16": short, "n = 24": long}, guess=4.16)
+    lines = fig.axes[0].get_lines()
+    curves = [line for line in lines if len(line.get_xdata()) > 2]
+    starts = [line for line in lines if len(set(line.get_xdata())) == 1]
+    assert [c.get_xdata().tolist() for c in curves] == [list(range(1, 32)), list(range(1, 48))]
+    assert [c.get_ydata().tolist() for c in curves] == [short, long]
+    assert [list(s.get_xdata())[0] for s in starts] == [16, 24]  # the first token of each second copy
+    assert [s.get_color() for s in starts] == [c.get_color() for c in curves]  # each in its curve's colour
+    guess = [line for line in lines if line.get_label() == "guessing: log V"]
+    assert len(guess) == 1 and set(guess[0].get_ydata().tolist()) == {4.16}
+    assert guess[0].get_xdata().tolist() == [1, 47]
+
+
+@pytest.mark.parametrize(
+    ("curves", "match"),
+    [
+        ({}, "curves: expected a non-empty dict"),
+        ({"n = 2": [1.0, 2.0, 3.0, 4.0]}, r"curves\['n = 2'\]: expected 2n - 1 losses .* got an even T=4"),
+        ({"n = 2": [[1.0, 2.0, 3.0]]}, r"curves\['n = 2'\]: expected shape \(T\)"),
+    ],
+)
+def test_plot_loss_by_repeat_rejects_bad_input(curves, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_loss_by_repeat(curves)
+
+
+# ---------------------------------------------------------------------------------------------------
+# moving_average, plot_loss_bands
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_moving_average_is_a_trailing_mean_that_starts_at_the_first_value():
+    values = torch.randn(30, generator=torch.Generator().manual_seed(0)).double().numpy()
+    window = 5
+    full = np.convolve(values, np.ones(window) / window, mode="valid")  # the means over whole windows
+    smoothed = viz.moving_average(values, window)
+    np.testing.assert_allclose(smoothed[window - 1 :], full, rtol=1e-12)
+    np.testing.assert_allclose(
+        smoothed[:window], np.cumsum(values[:window]) / np.arange(1, window + 1), rtol=1e-12
+    )
+    np.testing.assert_array_equal(viz.moving_average(values, 1), values)
+    np.testing.assert_allclose(viz.moving_average([2.5] * 7, 3), [2.5] * 7)
+
+
+def test_plot_loss_bands_draws_the_median_of_the_smoothed_runs_a_band_and_the_chance_line():
+    generator = torch.Generator().manual_seed(0)
+    runs = {
+        "pre-norm": (2.3 * torch.exp(-torch.arange(40) / 15) + 0.1 * torch.rand(3, 40, generator=generator)),
+        "post-norm": 2.3 + 0.1 * torch.rand(3, 40, generator=generator),
+    }
+    fig = viz.plot_loss_bands(runs, window=4, chance=2.3, title="lr = 1e-02")
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    for name, losses in runs.items():
+        smoothed = np.stack([viz.moving_average(row, 4) for row in losses.double().numpy()])
+        np.testing.assert_allclose(lines[name].get_ydata(), np.median(smoothed, axis=0), rtol=1e-6)
+        assert lines[name].get_xdata().tolist() == list(range(1, 41))
+    assert set(lines["chance"].get_ydata()) == {2.3}
+    assert len(ax.collections) == 2  # one band per set-up
+    assert ax.get_title() == "lr = 1e-02" and "4-step mean" in ax.get_ylabel()
+
+
+@pytest.mark.parametrize(
+    ("losses", "kwargs", "match"),
+    [
+        ({}, {}, "losses: expected a non-empty dict"),
+        (
+            {"a": [[1.0, 2.0]], "b": [[1.0, 2.0, 3.0]]},
+            {},
+            r"losses\['b'\]: expected shape \(runs, N\) with N=2",
+        ),
+        ({"a": [1.0, 2.0]}, {}, r"losses\['a'\]: expected shape \(runs, N\)"),
+        ({"a": [[1.0, 2.0]]}, {"window": 0}, "window"),
+    ],
+)
+def test_plot_loss_bands_rejects_bad_input(losses, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_loss_bands(losses, **kwargs)
+
+
+def test_plot_shift_fit_draws_one_point_per_pair_on_log_axes_and_marks_the_data_length():
+    periods = 2 * math.pi * 10.0 ** torch.linspace(0, 4, 8)
+    errors = torch.tensor([0.0, 1e-15, 1e-13, 1e-10, 1e-4, 0.3, 0.7, 1.1])
+    fig = viz.plot_shift_fit(periods, errors, 500, title="fit")
+    ax = fig.axes[0]
+    points, marker = ax.get_lines()
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    np.testing.assert_allclose(points.get_xdata(), periods.numpy())
+    assert points.get_ydata().min() == 1e-16  # an exact 0 is drawn at the floor of the log axis
+    np.testing.assert_allclose(points.get_ydata()[1:], errors[1:].numpy())
+    assert list(marker.get_xdata()) == [500, 500] and ax.get_title() == "fit"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one entry per pair"):
+        viz.plot_shift_fit(periods, errors[:3], 500)
+
+
+def test_plot_length_test_draws_each_scheme_from_lag_on_with_the_baseline_and_the_training_band():
+    runs = torch.rand(3, 12)
+    fig = viz.plot_length_test(
+        {"Shaw": runs, "learned (4 rows)": runs[:, :4]}, torch.linspace(1, 0, 12), lag=2, train_length=4
+    )
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["Shaw", "learned (4 rows)", "best from a bag of words"]
+    assert list(lines["Shaw"].get_xdata()) == list(range(2, 12))
+    np.testing.assert_allclose(lines["Shaw"].get_ydata(), runs[:, 2:].median(0).values.numpy(), rtol=1e-6)
+    assert list(lines["learned (4 rows)"].get_xdata()) == [2, 3]  # the short curve stops where its runs stop
+    assert list(lines["best from a bag of words"].get_xdata()) == list(range(2, 12))
+    assert (
+        lines["Shaw"].get_color() != lines["learned (4 rows)"].get_color()
+    )  # relative blue, absolute orange
+    assert ax.get_xlim() == (-0.5, 11.5)
+    band = [p for p in ax.patches if p.get_label() == "training length (4)"]
+    assert len(band) == 1
+    plt.close(fig)
+    with pytest.raises(ValueError, match="runs, T"):
+        viz.plot_length_test({"x": runs[0]}, torch.ones(12), lag=2, train_length=4)
+
+
+@pytest.mark.parametrize(("num_blocks", "query_block", "key_block"), [(4, 1, 2), (3, 0, 0), (5, 4, 1)])
+def test_plot_flash_dataflow_shades_the_key_blocks_already_streamed(num_blocks, query_block, key_block):
+    from matplotlib.patches import Rectangle
+
+    fig = viz.plot_flash_dataflow(num_blocks=num_blocks, query_block=query_block, key_block=key_block)
+    ax = fig.axes[0]
+    blocks = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() == pytest.approx(0.8)]
+    assert len(blocks) == 4 * num_blocks  # Q, K, V and O in HBM, num_blocks blocks each
+    streamed = [p for p in blocks if matplotlib.colors.to_hex(p.get_facecolor()) == "#f3c8a8"]
+    assert len(streamed) == 2 * key_block  # the K and V blocks before the current one
+    labels = {t.get_text() for t in ax.texts}
+    assert f"$Q_{{{query_block}}}$" in labels and f"$K_{{{key_block}}}$" in labels
+    plt.close(fig)
+    with pytest.raises(ValueError, match="key_block"):
+        viz.plot_flash_dataflow(num_blocks=3, key_block=3)
+
+
+# --- notebook 10: decoding with a KV cache (attn_edu/viz/decoding.py) ---
+
+
+def test_plot_decode_times_draws_medians_ratios_and_base2_ticks():
+    cache_s = np.array([[0.01, 0.02, 0.04], [0.012, 0.021, 0.05], [0.011, 0.03, 0.045]])
+    no_cache_s = cache_s * np.array([2.0, 4.0, 8.0])
+    fig = viz.plot_decode_times([32, 64, 128], cache_s, no_cache_s)
+    left, right = fig.axes
+    assert left.get_xticks().tolist() == [32, 64, 128] and right.get_xscale() == "log"
+    assert [t.get_text() for t in left.get_xticklabels()] == ["32", "64", "128"]
+    medians = {line.get_label(): line.get_ydata().tolist() for line in left.get_lines()}
+    assert medians["KV cache"] == np.median(cache_s, axis=0).tolist()
+    assert right.get_lines()[0].get_ydata() == pytest.approx([2.0, 4.0, 8.0])  # the paired ratios
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no_cache_s"):
+        viz.plot_decode_times([32, 64, 128], cache_s, no_cache_s[:2])
+    with pytest.raises(ValueError, match="> 0"):
+        viz.plot_decode_times([32, 64, 128], -cache_s, no_cache_s)
+
+
+def test_plot_cache_vs_weights_draws_each_curve_and_each_weight_line():
+    fig = viz.plot_cache_vs_weights(
+        [1024, 2048, 4096], {"a": [0.5, 1.0, 2.0], "b": [0.1, 0.2, 0.4]}, {"w": 1.5}
+    )
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"a", "b", "w"} and ax.get_xscale() == ax.get_yscale() == "log"
+    assert set(lines["w"].get_ydata()) == {1.5} and lines["b"].get_ydata().tolist() == [0.1, 0.2, 0.4]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="weights_gib"):
+        viz.plot_cache_vs_weights([1024], {"a": [1.0]}, {"w": 0.0})
+
+
+def test_plot_sampling_rules_titles_each_panel_with_its_support():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0])
+    plain = torch.softmax(logits, dim=-1)
+    kept = torch.softmax(logits.masked_fill(torch.arange(4) >= 2, float("-inf")), dim=-1)
+    fig = viz.plot_sampling_rules(
+        {"plain": plain, "top-2": kept}, labels=list("abcd"), reference=plain, columns=3
+    )
+    assert [ax.get_title() for ax in fig.axes] == ["plain: support 4", "top-2: support 2"]
+    legend = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert legend == ["probability", "plain softmax"]
+    plt.close(fig)
+    fig = viz.plot_sampling_rules({name: plain for name in "abcde"}, columns=3)  # 2 x 3, one panel hidden
+    assert sum(ax.get_visible() for ax in fig.axes) == 5
+    plt.close(fig)
+    with pytest.raises(ValueError, match="rules"):
+        viz.plot_sampling_rules({})

@@ -12,14 +12,20 @@ The files, by kind of figure in course order (import every name from here:
 
     common.py        input checks and the axes to draw on, shared by every file below
     lookup.py        plot_soft_lookup                                            (nb 01)
-    heatmaps.py      plot_attention, plot_heads, plot_mask, plot_score_bias,
+    heatmaps.py      plot_attention, plot_heads, plot_attention_panels, plot_mask, plot_score_bias,
                      ANNOTATE_MAX_SIZE, MASK_COLORS                (nb 01, 02, 04-06, 09, 11-13)
     measurements.py  plot_curves (one run or a band over runs), plot_histograms,
-                     plot_distribution                                           (nb 03, 08, 10, ...)
+                     plot_distribution, plot_head_effects                        (nb 03, 05, 08, 10, ...)
     positions.py     plot_positional_encoding, plot_encoding_curves, plot_position_similarity,
-                     plot_rotation                                               (nb 06, 07)
+                     plot_rotation, plot_relative_angles, plot_rope_frequencies,
+                     plot_loss_by_position, plot_shift_fit, plot_length_test     (nb 06, 07)
     sequences.py     plot_token_rows                                             (nb 09)
-    flash.py         plot_online_softmax                                         (nb 12)
+    patterns.py      plot_masks (a row of masks, or of who-depends-on-whom)      (nb 11)
+    flash.py         plot_online_softmax, plot_causal_tiles, plot_attention_memory,
+                     plot_flash_dataflow                                         (nb 12)
+    training.py      plot_loss_bands, moving_average (median and band over seeds)  (nb 08)
+    decoding.py      plot_decode_times, plot_cache_vs_weights, plot_sampling_rules  (nb 10)
+    induction.py     plot_training_loss, plot_loss_by_repeat (a model learning to copy) (nb 13)
 
 matplotlib draws every figure; seaborn draws the histograms and the bands over runs.
 """
@@ -32,18 +38,33 @@ from attn_edu.viz.heatmaps import (
     MASK_COLORS,
     plot_attention,
     plot_heads,
+    plot_attention_panels,
     plot_mask,
     plot_score_bias,
 )
-from attn_edu.viz.measurements import plot_curves, plot_distribution, plot_histograms
+from attn_edu.viz.measurements import plot_curves, plot_distribution, plot_head_effects, plot_histograms
 from attn_edu.viz.positions import (
     plot_encoding_curves,
     plot_position_similarity,
     plot_positional_encoding,
     plot_rotation,
+    plot_relative_angles,
+    plot_rope_frequencies,
+    plot_loss_by_position,
+    plot_shift_fit,
+    plot_length_test,
 )
 from attn_edu.viz.sequences import plot_token_rows
-from attn_edu.viz.flash import plot_online_softmax
+from attn_edu.viz.patterns import plot_masks
+from attn_edu.viz.flash import (
+    plot_attention_memory,
+    plot_causal_tiles,
+    plot_flash_dataflow,
+    plot_online_softmax,
+)
+from attn_edu.viz.training import moving_average, plot_loss_bands
+from attn_edu.viz.decoding import plot_cache_vs_weights, plot_decode_times, plot_sampling_rules
+from attn_edu.viz.induction import plot_loss_by_repeat, plot_training_loss
 # isort: on
 
 __all__ = [
@@ -52,15 +73,33 @@ __all__ = [
     "MASK_COLORS",
     "plot_attention",
     "plot_heads",
+    "plot_attention_panels",
     "plot_mask",
     "plot_score_bias",
     "plot_curves",
     "plot_histograms",
     "plot_distribution",
+    "plot_head_effects",
     "plot_positional_encoding",
     "plot_encoding_curves",
     "plot_position_similarity",
     "plot_rotation",
+    "plot_relative_angles",
+    "plot_rope_frequencies",
+    "plot_loss_by_position",
+    "plot_shift_fit",
+    "plot_length_test",
     "plot_token_rows",
+    "plot_masks",
     "plot_online_softmax",
+    "plot_causal_tiles",
+    "plot_attention_memory",
+    "plot_flash_dataflow",
+    "plot_loss_bands",
+    "moving_average",
+    "plot_decode_times",
+    "plot_cache_vs_weights",
+    "plot_sampling_rules",
+    "plot_training_loss",
+    "plot_loss_by_repeat",
 ]

@@ -85,3 +85,211 @@ def plot_online_softmax(
     if title is not None:
         fig.suptitle(title)
     return fig
+
+
+CAUSAL_TILE_COLORS = ("#e6e6e6", "#4c72b0", "#dd8452")  # skipped, computed without a mask, computed with one
+
+
+def causal_tile_kinds(n: int, tile: int) -> torch.Tensor:
+    """What a causal ``n × n`` attention does with each ``tile × tile`` tile: 0 skip, 1 compute, 2 compute masked.
+
+    A tile is skipped when none of its (query, key) pairs may attend, computed without a mask when all may,
+    and masked when some may: the tiles on the diagonal.
+
+    Shapes:
+        returns ``(ceil(n / tile), ceil(n / tile))``, int64, rows are query blocks, columns key blocks.
+
+    Example:
+        >>> causal_tile_kinds(4, 2).tolist()
+        [[2, 0], [1, 2]]
+    """
+    from attn_edu.masks import causal_mask
+
+    check_positive_int("n", n)
+    check_positive_int("tile", tile)
+    blocks = math.ceil(n / tile)
+    visible = torch.zeros(blocks * tile, blocks * tile, dtype=torch.bool)
+    visible[:n, :n] = causal_mask(n)
+    real = torch.zeros_like(visible)
+    real[:n, :n] = True  # pairs past n (a ragged last tile) do not exist
+    by_tile = visible.reshape(blocks, tile, blocks, tile)
+    any_visible = by_tile.any(dim=3).any(dim=1)
+    all_visible = (by_tile | ~real.reshape(blocks, tile, blocks, tile)).all(dim=3).all(dim=1)
+    return any_visible.long() + (any_visible & ~all_visible).long()
+
+
+def plot_causal_tiles(n: int, tile: int, *, title: str | None = None) -> Figure:
+    """The tiles a causal ``n × n`` attention skips, computes, and computes with a mask (the diagonal).
+
+    Causal block skipping in FlashAttention (Dao 2023, §3.1.1): a key block entirely in the future of a query
+    block is never loaded, and only the tiles that straddle the diagonal pay for a mask. The tiles come from
+    :func:`causal_tile_kinds`.
+
+    Example:
+        >>> fig = plot_causal_tiles(512, 64)
+        >>> [t.get_text() for t in fig.axes[0].get_legend().get_texts()][0]
+        'skipped (never loaded)'
+        >>> plt.close(fig)
+    """
+    import matplotlib.colors
+    import matplotlib.patches
+
+    kinds = causal_tile_kinds(n, tile)
+    palette = matplotlib.colors.ListedColormap(list(CAUSAL_TILE_COLORS))
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
+    ax.imshow(kinds.numpy(), cmap=palette, vmin=0, vmax=2)
+    ax.set(
+        title=title or f"causal {n} × {n} in {tile} × {tile} tiles",
+        xlabel="key block j",
+        ylabel="query block i",
+    )
+    labels = ["skipped (never loaded)", "computed, no mask", "computed, masked (diagonal)"]
+    handles = [
+        matplotlib.patches.Patch(color=color, label=label) for color, label in zip(CAUSAL_TILE_COLORS, labels)
+    ]
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    return fig
+
+
+def plot_attention_memory(
+    sizes: Sequence[int],
+    naive_mib: Sequence[float],
+    tiled_mib: Sequence[float],
+    *,
+    heads: int = 8,
+    title: str | None = None,
+) -> Figure:
+    """Measured extra memory of the reference and the tiled attention against n, with the paper's count.
+
+    The count is two ``(heads, n, n)`` float32 matrices, the scores and the weights (Dao et al. 2022, §3.2:
+    standard attention materialises S and P). It is drawn dashed, because it lies on the reference's measured
+    curve. Log-log axes: a quadratic is a line of slope 2, a constant a flat line. A tiled value of 0 MiB (all
+    of it below the measurement's resolution) is drawn at 0.1 MiB, so that the log axis can show it.
+
+    Example:
+        >>> fig = plot_attention_memory([512, 1024], [16.0, 64.0], [0.0, 2.0])
+        >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale(), len(fig.axes[0].get_lines())
+        ('log', 'log', 3)
+        >>> plt.close(fig)
+    """
+    from attn_edu.viz.measurements import plot_curves
+
+    sizes = [check_positive_int("sizes", n) for n in sizes]
+    if not len(naive_mib) == len(tiled_mib) == len(sizes):
+        raise ValueError(
+            f"naive_mib, tiled_mib: expected one value per size ({len(sizes)}), "
+            f"got {len(naive_mib)} and {len(tiled_mib)}"
+        )
+    paper = "two (n, n) matrices per head (paper)"
+    fig = plot_curves(
+        sizes,
+        {
+            "reference (measured)": list(naive_mib),
+            "tiled (measured)": [max(m, 0.1) for m in tiled_mib],
+            paper: [2 * heads * n * n * 4 / 2**20 for n in sizes],
+        },
+        xlabel="sequence length n",
+        ylabel="extra peak memory (MiB)",
+        logx=True,
+        logy=True,
+        title=title or f"attention forward, H={heads}, float32",
+    )
+    for line in fig.axes[0].get_lines():
+        if line.get_label() == paper:
+            line.set(linestyle="--", linewidth=2.5, alpha=0.7, marker="")
+    fig.axes[0].legend(fontsize=8)
+    return fig
+
+
+def plot_flash_dataflow(*, num_blocks: int = 4, query_block: int = 1, key_block: int = 2) -> Figure:
+    """Where FlashAttention's numbers live while one program computes query block ``i`` against key block ``j``.
+
+    Left, HBM: ``Q``, ``K``, ``V`` and ``O``, each cut into ``num_blocks`` blocks of rows. ``Q_i`` is read once;
+    ``K`` and ``V`` stream past one block at a time (darker: already read, the current block outlined); ``O_i``
+    is written once, after the last key block. Right, SRAM (registers and shared memory of one SM): the tiles
+    this step holds, the ``B_r × B_c`` score tile ``S_ij``, and the running ``m_i``, ``ℓ_i`` and ``acc``; no
+    ``n × n`` matrix anywhere (Dao et al. 2022, Fig. 1; Dao 2023, Algorithm 1).
+
+    Example:
+        >>> fig = plot_flash_dataflow(num_blocks=4, query_block=1, key_block=2)
+        >>> sorted(t.get_text() for t in fig.axes[0].texts if t.get_text() in ("HBM", "SRAM (one program)"))
+        ['HBM', 'SRAM (one program)']
+        >>> plt.close(fig)
+    """
+    import matplotlib.patches as patches
+
+    check_positive_int("num_blocks", num_blocks)
+    for name, value in (("query_block", query_block), ("key_block", key_block)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < num_blocks:
+            raise ValueError(f"{name}: expected an int in 0 .. {num_blocks - 1}, got {value!r}")
+    colors = {"q": "#4c72b0", "kv": "#dd8452", "kv_done": "#f3c8a8", "o": "#55a868", "sram": "#8172b3"}
+    fig, ax = plt.subplots(figsize=(10.0, 4.2), layout="constrained")
+    ax.set(xlim=(0, 10.6), ylim=(-0.9, 5.4), aspect="equal")
+    ax.axis("off")
+    block_h, width = 4.0 / num_blocks, 0.8
+    columns = {"Q": 0.4, "K": 1.6, "V": 2.8, "O": 4.0}
+    ax.add_patch(
+        patches.FancyBboxPatch((0.1, -0.2), 5.0, 5.0, boxstyle="round,pad=0.05", fill=False, ls="--")
+    )
+    ax.text(2.6, 5.05, "HBM", ha="center", fontsize=12, weight="bold")
+    for name, x in columns.items():
+        ax.text(x + width / 2, 4.45, name, ha="center", fontsize=11)
+        for b in range(num_blocks):
+            y = 4.0 - (b + 1) * block_h + 0.2
+            face, edge, lw = "white", "0.4", 0.8
+            if name == "Q" and b == query_block:
+                face = colors["q"]
+            elif name in ("K", "V") and b < key_block:
+                face = colors["kv_done"]
+            elif name in ("K", "V") and b == key_block:
+                face, edge, lw = colors["kv"], "black", 2.0
+            elif name == "O" and b == query_block:
+                face = "white"
+                edge, lw = colors["o"], 2.0
+            ax.add_patch(patches.Rectangle((x, y), width, block_h, facecolor=face, edgecolor=edge, lw=lw))
+    y_i = 4.0 - (query_block + 0.5) * block_h + 0.2
+    y_j = 4.0 - (key_block + 0.5) * block_h + 0.2
+    for name, y, label, color in [
+        ("Q", y_i, f"$Q_{{{query_block}}}$", "white"),
+        ("K", y_j, f"$K_{{{key_block}}}$", "white"),
+        ("V", y_j, f"$V_{{{key_block}}}$", "white"),
+        ("O", y_i, f"$O_{{{query_block}}}$", colors["o"]),
+    ]:
+        ax.text(columns[name] + width / 2, y, label, ha="center", va="center", color=color, weight="bold")
+
+    ax.add_patch(patches.FancyBboxPatch((6.2, 0.3), 4.2, 4.3, boxstyle="round,pad=0.05", fill=False, ls="--"))
+    ax.text(8.3, 5.05, "SRAM (one program)", ha="center", fontsize=12, weight="bold")
+    tiles = [
+        ((6.4, 3.4), f"$Q_{{{query_block}}}$", colors["q"]),
+        ((7.8, 3.4), f"$K_{{{key_block}}}$", colors["kv"]),
+        ((9.2, 3.4), f"$V_{{{key_block}}}$", colors["kv"]),
+        ((6.4, 1.9), f"$S_{{{query_block}{key_block}}}$", "0.85"),
+        ((7.8, 1.9), "$m_i$, $\\ell_i$", "0.95"),
+        ((9.2, 1.9), "acc", colors["o"]),
+    ]
+    for (x, y), label, face in tiles:
+        ax.add_patch(patches.Rectangle((x, y), 1.0, 0.9, facecolor=face, edgecolor="0.3", alpha=0.85))
+        ax.text(x + 0.5, y + 0.45, label, ha="center", va="center", fontsize=10)
+    ax.text(8.3, 0.95, "no n × n matrix: one $B_r \\times B_c$ tile at a time", ha="center", fontsize=9)
+    arrow = {"arrowstyle": "->", "lw": 1.4}
+    ax.annotate(
+        "", xy=(6.4, 3.85), xytext=(columns["Q"] + width, y_i), arrowprops={**arrow, "color": colors["q"]}
+    )
+    ax.annotate(
+        "", xy=(7.8, 3.85), xytext=(columns["K"] + width, y_j), arrowprops={**arrow, "color": colors["kv"]}
+    )
+    ax.annotate(
+        "", xy=(9.2, 3.85), xytext=(columns["V"] + width, y_j), arrowprops={**arrow, "color": colors["kv"]}
+    )
+    ax.annotate(
+        "", xy=(columns["O"] + width, y_i), xytext=(9.2, 2.0), arrowprops={**arrow, "color": colors["o"]}
+    )
+    ax.text(
+        5.6,
+        -0.55,
+        f"$Q_{{{query_block}}}$ read once · $K_j$, $V_j$ streamed, j = 0 … {num_blocks - 1} · "
+        f"$O_{{{query_block}}}$ written once, after the last key block",
+        ha="center",
+        fontsize=9,
+    )
+    return fig

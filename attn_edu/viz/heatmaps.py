@@ -198,6 +198,71 @@ def plot_heads(
     return fig
 
 
+def plot_attention_panels(
+    weights: Sequence[torch.Tensor | np.ndarray],
+    *,
+    labels: Sequence[Sequence[Any] | None] | None = None,
+    titles: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Attention matrices side by side, each with its own tokens, on one shared colour scale.
+
+    Where :func:`plot_heads` compares the heads of one sequence, this compares matrices that need not share a
+    size or tokens: a toy sentence beside a real model's WordPieces, or two trainings of one pattern. One colour
+    scale (from 0 to the largest weight of any panel) and one colour bar: equal colours are equal weights in
+    every panel. ``labels[i]`` names panel ``i``'s tokens, on the key axis when it has ``S_i`` of them and on
+    the query axis when it has ``T_i`` (both in self-attention). Values are written in panels of at most
+    6 × 6.
+
+    Shapes:
+        weights: a sequence of ``(T_i, S_i)`` matrices; labels and titles: one entry per matrix.
+
+    Example:
+        >>> fig = plot_attention_panels(
+        ...     [torch.eye(2), torch.full((3, 3), 1 / 3)], labels=[["a", "b"], None], titles=["one", "two"]
+        ... )
+        >>> len(fig.axes)                    # two heatmaps and one colour bar
+        3
+        >>> plt.close(fig)
+    """
+    if isinstance(weights, (torch.Tensor, np.ndarray)) or not len(weights):
+        raise ValueError("weights: expected a non-empty list of (T, S) matrices, one per panel")
+    panels = [as_numbers(f"weights[{i}]", w, "T S") for i, w in enumerate(weights)]
+    for name, given in (("labels", labels), ("titles", titles)):
+        if given is not None and (isinstance(given, str) or len(given) != len(panels)):
+            raise ValueError(f"{name}: expected one entry per panel ({len(panels)}), got {given!r}")
+    limits = (0.0, max(_color_limits(data)[1] for data, _ in panels))
+    widths = [_cell_size(sizes["T"], sizes["S"]) for _, sizes in panels]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        squeeze=False,
+        figsize=(sum(w for w, _ in widths), max(h for _, h in widths)),
+        width_ratios=[sizes["S"] for _, sizes in panels],
+        layout="constrained",
+    )
+    for i, (ax, (data, sizes)) in enumerate(zip(axes[0], panels)):
+        T, S = sizes["T"], sizes["S"]
+        tokens = None if labels is None else labels[i]
+        if tokens is not None and (isinstance(tokens, str) or len(tokens) not in (T, S)):
+            raise ValueError(f"labels[{i}]: expected T={T} or S={S} token labels, got {tokens!r}")
+        key_labels = (
+            token_labels(f"labels[{i}]", tokens, S, "S") if tokens is not None and len(tokens) == S else None
+        )
+        query_labels = (
+            token_labels(f"labels[{i}]", tokens, T, "T") if tokens is not None and len(tokens) == T else None
+        )
+        image = _draw_heatmap(ax, data, annotate=max(T, S) <= 6, limits=limits)
+        _set_token_ticks(ax, query_labels, key_labels)
+        ax.set_xlabel("key (S)")
+        ax.set_ylabel("query (T)" if i == 0 else "")
+        ax.set_title("" if titles is None else titles[i], fontsize=10)
+    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.8)
+    if title is not None:
+        fig.suptitle(title)
+    return fig
+
+
 # ---------------------------------------------------------------------------------------------------
 # Masks
 # ---------------------------------------------------------------------------------------------------

@@ -212,3 +212,36 @@ def plot_distribution(
     if title is not None:
         ax.set_title(title)
     return fig
+
+
+def plot_head_effects(
+    effects: torch.Tensor | np.ndarray | Sequence[Sequence[float]],
+    *,
+    ylabel: str = "loss increase (nats)",
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Bar chart of one number per head (the loss change when it is ablated, say), one colour per layer.
+
+    The bars run layer by layer, labelled ``L{layer}H{head}``; a line marks 0.
+
+    Shapes:
+        effects ``(L, H)``.
+
+    Example:
+        >>> fig = plot_head_effects([[0.5, 0.0], [0.25, -0.1]])
+        >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        ['L0H0', 'L0H1', 'L1H0', 'L1H1']
+        >>> plt.close(fig)
+    """
+    e, sizes = as_numbers("effects", effects, "L H")
+    L, H = sizes["L"], sizes["H"]
+    fig, ax = new_axes(ax, (min(max(4.0, 0.45 * L * H + 1.5), 12.0), 2.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = [f"L{layer}H{h}" for layer in range(L) for h in range(H)]
+    ax.bar(names, e.reshape(-1), color=[colors[layer % len(colors)] for layer in range(L) for _ in range(H)])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+    return fig
