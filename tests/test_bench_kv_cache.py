@@ -48,3 +48,22 @@ def test_kv_cache_benchmark_rejects_bad_arguments(capsys):
         kv_cache.main(["--lengths", "0"])
     assert exit_.value.code == 2
     assert "--lengths" in capsys.readouterr().err
+
+
+def test_time_decoding_keeps_every_run_and_pairs_the_two_ways():
+    import statistics
+
+    import torch
+
+    from attn_edu.models import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=16, max_seq_len=24, embed_dim=16, num_layers=1, num_heads=2)).eval()
+    rows = kv_cache.time_decoding(model, torch.randint(16, (1, 4)), [3, 8], runs=3)
+    assert [r["new_tokens"] for r in rows] == [3, 8]
+    for r in rows:
+        assert set(r) == ROW_KEYS
+        assert r["same_tokens"] is True  # the cache changes the work, never the tokens
+        assert len(r["cache_s"]) == len(r["no_cache_s"]) == 3 and min(r["cache_s"] + r["no_cache_s"]) > 0
+        assert r["speedup"] == statistics.median(r["no_cache_s"]) / statistics.median(r["cache_s"])
+    with pytest.raises(ValueError, match="runs"):
+        kv_cache.time_decoding(model, torch.randint(16, (1, 4)), [3], runs=0)

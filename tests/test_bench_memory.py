@@ -46,3 +46,34 @@ def test_memory_benchmark_small_sizes_table_and_json(tmp_path, capsys):
 def test_memory_benchmark_rejects_bad_sizes():
     with pytest.raises(SystemExit):
         memory.main(["--sizes", "0"])
+
+
+def test_saved_for_backward_counts_what_autograd_keeps():
+    import torch
+
+    from attn_edu.attention import scaled_dot_product_attention
+    from attn_edu.bench.memory import MIB, saved_for_backward_mib
+    from attn_edu.flash import tiled_attention
+
+    x = torch.randn(64, 32, requires_grad=True)
+    one = x.numel() * 4 / MIB
+    assert saved_for_backward_mib(torch.exp, x) == one  # exp keeps its result
+    assert saved_for_backward_mib(torch.mul, x, x) == 2 * one  # mul keeps both factors
+    assert saved_for_backward_mib(torch.exp, x.detach()) == 0  # nothing to differentiate
+    H, n, D = 2, 48, 8
+    q, k, v = (torch.randn(1, H, n, D, requires_grad=True) for _ in range(3))
+    square = H * n * n * 4 / MIB
+    assert saved_for_backward_mib(scaled_dot_product_attention, q, k, v) >= 2 * square
+    assert saved_for_backward_mib(tiled_attention, q, k, v) == (4 * H * n * D + H * n) * 4 / MIB
+
+
+def test_measure_here_gives_one_value_per_size_and_restores_the_threads():
+    import torch
+
+    from attn_edu.bench.memory import measure_here
+
+    threads = torch.get_num_threads()
+    measured, method = measure_here([256, 512], block=64)
+    assert torch.get_num_threads() == threads
+    assert set(measured) == {"naive", "tiled"} and all(len(v) == 2 for v in measured.values())
+    assert all(value >= 0 for values in measured.values() for value in values) and method

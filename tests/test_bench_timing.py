@@ -120,3 +120,40 @@ def test_bad_arguments_name_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         best_time(calls.append, 1, **kwargs)
     assert calls == []  # refused before running anything
+
+
+# ---------------------------------------------------------------------------------------------------
+# slower_from: where one curve of times overtakes another
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("a", "b"), [(1.0, 100.0), (2e-9, 3e-6), (0.5, 7.0)])
+def test_slower_from_finds_where_two_power_laws_cross(a, b):
+    sizes = [2**k for k in range(1, 14)]
+    quadratic, linear = [a * n * n for n in sizes], [b * n for n in sizes]  # equal at n = b / a
+    assert timing.slower_from(sizes, quadratic, than=linear) == pytest.approx(b / a, rel=1e-9)
+    # the other way round: the linear curve is the slower one only below the crossing, never at the end
+    assert timing.slower_from(sizes, linear, than=quadratic) == float("inf")
+
+
+def test_slower_from_counts_only_the_trailing_run_where_a_curve_is_slower():
+    sizes = [1, 2, 4, 8, 16]
+    times = [3.0, 1.0, 1.0, 3.0, 3.0]  # slower at the first size, faster, then slower again from 4 to 8
+    than = [2.0, 2.0, 2.0, 2.0, 2.0]
+    crossing = timing.slower_from(sizes, times, than=than)
+    assert 4 < crossing < 8
+    assert timing.slower_from(sizes, [5.0] * 5, than=than) == 1.0  # slower at every size
+
+
+@pytest.mark.parametrize(
+    ("sizes", "times", "than", "match"),
+    [
+        ([1, 2], [1.0], [1.0, 2.0], "equal non-empty lengths"),
+        ([], [], [], "equal non-empty lengths"),
+        ([1, 2], [1.0, 0.0], [1.0, 2.0], "positive numbers"),
+        ([2, 1], [1.0, 2.0], [1.0, 2.0], "increasing sizes"),
+    ],
+)
+def test_slower_from_rejects_bad_input(sizes, times, than, match):
+    with pytest.raises(ValueError, match=match):
+        timing.slower_from(sizes, times, than=than)

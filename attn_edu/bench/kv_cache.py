@@ -107,6 +107,63 @@ def run(
     }
 
 
+def time_decoding(model: Any, prompt: Any, new_tokens: list[int], *, runs: int = 3) -> list[dict[str, Any]]:
+    """Every run's seconds of greedy decoding with and without the cache, for each count in ``new_tokens``.
+
+    Unlike :func:`run`, which keeps the best of three, this keeps all ``runs`` times, and alternates the two
+    ways run by run (cache, no cache, cache, ...), so that a busy moment of a shared machine hits both: the
+    spread of the runs is then a fair band, and ``no_cache_s[i] / cache_s[i]`` a paired ratio. One warm-up
+    of each way runs first.
+
+    Returns one dict per count: ``{"new_tokens", "cache_s": [runs], "no_cache_s": [runs], "speedup"`` (the
+    ratio of the medians)``, "same_tokens"`` (both ways chose the same tokens in every run)``}``.
+
+    Shapes:
+        prompt ``(B, T)``.
+
+    Example:
+        >>> import torch
+        >>> from attn_edu.models import GPT, GPTConfig
+        >>> tiny = GPT(GPTConfig(vocab_size=16, max_seq_len=16, embed_dim=16, num_layers=1, num_heads=2)).eval()
+        >>> rows = time_decoding(tiny, torch.zeros(1, 4, dtype=torch.long), [2, 4], runs=2)
+        >>> [(r["new_tokens"], len(r["cache_s"]), r["same_tokens"]) for r in rows]
+        [(2, 2, True), (4, 2, True)]
+    """
+    import statistics
+
+    import torch
+
+    from attn_edu.bench.timing import times_and_result
+    from attn_edu.generation import generate
+
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs: expected an integer >= 1, got {runs!r}")
+    generate(model, prompt, 2, use_cache=True)  # warm-up: thread pools, lazily loaded kernels
+    generate(model, prompt, 2, use_cache=False)
+    rows = []
+    for n in new_tokens:
+        seconds: dict[bool, list[float]] = {True: [], False: []}
+        same = True
+        for _ in range(runs):
+            ids = {}
+            for use_cache in (True, False):
+                (elapsed,), ids[use_cache] = times_and_result(
+                    generate, model, prompt, n, use_cache=use_cache, repeats=1
+                )
+                seconds[use_cache].append(elapsed)
+            same = same and bool(torch.equal(ids[True], ids[False]))
+        rows.append(
+            {
+                "new_tokens": n,
+                "cache_s": seconds[True],
+                "no_cache_s": seconds[False],
+                "speedup": statistics.median(seconds[False]) / statistics.median(seconds[True]),
+                "same_tokens": same,
+            }
+        )
+    return rows
+
+
 def _text_model() -> tuple[Any, Any, dict[str, Any]]:
     """The trained sliding-window text model, its prompt ``(1, T)`` and what the note says of it."""
     from attn_edu.experiments.text_gpt import load_text_gpt

@@ -37,7 +37,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 BATCH, HEADS, HEAD_DIM = 1, 8, 64
 TARGET_N, TARGET_RATIO = 8192, 0.05
@@ -149,6 +151,71 @@ def measure(impl: str, n: int, block: int, threads: int) -> dict:
         "seconds": seconds,
         "method": method,
     }
+
+
+def return_freed_memory() -> None:
+    """Give the memory that glibc keeps after frees back to the system (Linux; elsewhere do nothing).
+
+    Allocators keep freed memory for reuse, so a call measured after another one could look free; trimming
+    first makes each measurement in one process start from what is really in use.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # another C library
+            pass
+
+
+def measure_here(sizes: list[int], *, block: int = 128) -> tuple[dict[str, list[float]], str]:
+    """Extra peak memory (MiB) of the reference and the tiled attention at each size, in this process.
+
+    Calls :func:`measure` for ``"naive"`` and ``"tiled"`` at every ``n`` of ``sizes``, one torch thread,
+    trimming freed memory before each, and puts the thread count back afterwards. Quicker than one process per
+    measurement (:func:`run_in_subprocess`), good enough at small sizes. Returns ``({"naive": [...], "tiled":
+    [...]}, method)``, the method being how the peak was read.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    measured: dict[str, list[float]] = {"naive": [], "tiled": []}
+    method = ""
+    try:
+        for n in sizes:
+            for impl in measured:
+                return_freed_memory()
+                result = measure(impl, n, block=block, threads=1)
+                measured[impl].append(result["extra_mib"])
+                method = result["method"]
+    finally:
+        torch.set_num_threads(threads)  # measure sets its own thread count
+    return measured, method
+
+
+def saved_for_backward_mib(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+    """MiB of the tensors that autograd keeps for the backward pass of ``fn(*args, **kwargs)``.
+
+    Counted exactly with PyTorch's saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``): each
+    tensor that an operation saves for its backward is counted once per time it is saved.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1024, 256, requires_grad=True)  # 1 MiB of float32
+        >>> saved_for_backward_mib(torch.exp, x)  # exp saves its result, the same size as x
+        1.0
+    """
+    import torch
+
+    saved: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn(*args, **kwargs)
+    return sum(saved) / MIB
 
 
 def _worker(argv: list[str]) -> int:

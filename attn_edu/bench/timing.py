@@ -17,8 +17,9 @@ The notebooks and the CPU benchmarks use this module; GPU timings use ``triton.t
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 CLOCKS: dict[str, Callable[[], float]] = {
@@ -139,4 +140,42 @@ def best_time(
     )[0]
 
 
-__all__ = ["CLOCKS", "best_time", "best_time_and_result", "times_and_result"]
+def slower_from(sizes: Sequence[float], times: Sequence[float], *, than: Sequence[float]) -> float:
+    """The size from which ``times`` exceed ``than`` at every larger size measured: where one curve overtakes.
+
+    Both are times measured at the same increasing ``sizes``. Between the last size where ``times`` was not
+    the slower and the next, the crossing is interpolated on log-log axes, where a power law (``a n²``
+    against ``b n``) is a straight line, so two power laws cross exactly where the result says. Returns
+    ``sizes[0]`` when ``times`` is the slower at every size, and ``math.inf`` when it is not the slower at the
+    largest size (it never overtook, as far as was measured).
+
+    Example:
+        >>> n = [16, 32, 64, 128, 256]
+        >>> slower_from(n, [x * x for x in n], than=[100 * x for x in n])    # n² passes 100 n at n = 100
+        100.0
+        >>> slower_from(n, [1.0] * 5, than=[2.0] * 5)
+        inf
+    """
+    if not (len(sizes) == len(times) == len(than)) or not sizes:
+        raise ValueError(
+            "sizes, times, than: expected equal non-empty lengths, "
+            f"got {len(sizes)}, {len(times)}, {len(than)}"
+        )
+    if any(not (value > 0) for value in (*sizes, *times, *than)):
+        raise ValueError("sizes, times, than: expected positive numbers (they are compared on log axes)")
+    if any(b <= a for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"sizes: expected increasing sizes, got {list(sizes)}")
+    j = len(sizes)
+    while j > 0 and times[j - 1] > than[j - 1]:
+        j -= 1  # sizes[j:] are the trailing run where `times` is the slower
+    if j == len(sizes):
+        return math.inf
+    if j == 0:
+        return float(sizes[0])
+    below = math.log(than[j - 1] / times[j - 1])  # >= 0: how far `times` was under at sizes[j - 1]
+    above = math.log(times[j] / than[j])  # > 0: how far over at sizes[j]
+    step = math.log(sizes[j] / sizes[j - 1])
+    return float(sizes[j - 1] * math.exp(step * below / (below + above)))
+
+
+__all__ = ["CLOCKS", "best_time", "best_time_and_result", "slower_from", "times_and_result"]
