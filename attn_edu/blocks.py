@@ -4,13 +4,13 @@
     x = x + FFN(Norm(x))
 
     x = Norm(x + Attention(x))        post-norm (the original Transformer, BERT;
-    x = Norm(x + FFN(x))                         Vaswani et al., 2017, section 5.4: "LayerNorm(x + Sublayer(x))")
+    x = Norm(x + FFN(x))                         Vaswani et al., 2017, section 3.1: "LayerNorm(x + Sublayer(x))")
 
 The pieces come first (norm statistics, :class:`RMSNorm`, the feed-forward variants), then the blocks.
 Blocks do not build their parts: pass the attention, the FFN and the norms in, so one block class
 serves GPT-2 (LayerNorm + GELU) and Llama (RMSNorm + SwiGLU) alike. ``residual=False`` removes the
-skip connections (for the gradient-flow experiment of notebook 08); it is a plain flag rather than
-four more classes because nothing else changes.
+skip connections (for the gradient-flow experiment of notebook 08, :func:`first_block_grad_norm`); it is a
+plain flag rather than four more classes because nothing else changes.
 
 The Annotated Transformer (Rush, 2018) quotes the paper's post-norm ``LayerNorm(x + Sublayer(x))``
 in its prose, but its ``SublayerConnection`` computes ``x + Sublayer(LayerNorm(x))``: pre-norm, noted
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
-from attn_edu.multihead import SupportsKVCache
+from attn_edu.multihead import MultiHeadAttention, SupportsKVCache
 
 # ---------------------------------------------------------------------------------------------------
 # Normalisation: which numbers share a mean and a variance
@@ -249,7 +249,7 @@ class PreNormEncoderBlock(nn.Module):
 class PostNormEncoderBlock(nn.Module):
     """Encoder block, post-norm: ``Norm(x + Attn(x))`` then ``Norm(x + FFN(x))`` (bidirectional).
 
-    The original Transformer (Vaswani et al., 2017, §5.4) and BERT. Every residual sum is
+    The original Transformer (Vaswani et al., 2017, §3.1) and BERT. Every residual sum is
     normalised, so the output scale stays fixed however deep the stack, but gradients to early
     layers pass through every norm; deep post-norm stacks need learning-rate warm-up (Xiong et al.,
     2020). Note the Annotated Transformer's code is pre-norm despite quoting this formula.
@@ -469,6 +469,69 @@ class CrossAttentionBlock(nn.Module):
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
         h = self.ffn(self.ffn_norm(x))  # (B, T, C)
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)
+
+
+def first_block_grad_norm(
+    depth: int,
+    *,
+    residual: bool = True,
+    norm: bool = True,
+    gain: float = 1.0,
+    dim: int = 32,
+    heads: int = 4,
+    seed: int = 0,
+) -> float:
+    """How much gradient reaches the first of ``depth`` stacked blocks: the norm of its parameters' gradient.
+
+    Builds ``depth`` :class:`PreNormEncoderBlock` (attention with ``heads`` heads, a GELU :class:`FeedForward`
+    of width ``4 * dim``, LayerNorms, or ``nn.Identity`` with ``norm=False``; skips unless ``residual=False``)
+    from seed ``seed``, multiplies every ``nn.Linear`` weight by ``gain`` (``gain > 1``: weights larger than
+    PyTorch's default), sends one random batch ``x`` ``(4, 16, dim)`` through, and back-propagates the loss
+    ``<stack(x), g>`` for a fixed random ``g`` of the output's shape. Everything is in float64: the gradient
+    is a product of one Jacobian per block, and a long product is sensitive to rounding. The same ``seed``
+    gives the same ``x`` and ``g`` at every depth, and the same first blocks; the blocks are built after
+    ``torch.manual_seed(seed)``, so the call also reseeds torch's global generator.
+
+    Without skips the gradient to block 1 is the product ``J_N ... J_2`` times block 1's own Jacobian, and
+    shrinks or grows geometrically with ``depth``; a skip turns each factor into ``I + J_i`` (He et al.,
+    2016), whose identity carries the gradient down whatever the ``J_i`` do.
+
+    Example:
+        >>> shallow = first_block_grad_norm(1, residual=False, norm=False)
+        >>> deep = first_block_grad_norm(8, residual=False, norm=False)
+        >>> deep / shallow < 1e-6                          # a plain stack: the gradient vanishes
+        True
+        >>> 0.5 < first_block_grad_norm(8) / first_block_grad_norm(1) < 2   # with skips it stays put
+        True
+    """
+    for name, value in (("depth", depth), ("dim", dim), ("heads", heads)):
+        check_positive_int(name, value)
+    if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
+        raise ValueError(f"gain: expected a finite number > 0, got {gain!r}")
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 16, dim, generator=generator).double()  # (B, T, C) the same input at every depth
+    # (B, T, C) the gradient sent into the top of the stack
+    upstream = torch.randn(4, 16, dim, generator=generator).double()
+    torch.manual_seed(seed)
+    make_norm = (lambda: nn.LayerNorm(dim)) if norm else nn.Identity
+    stack = nn.Sequential(
+        *(
+            PreNormEncoderBlock(
+                MultiHeadAttention(dim, heads),
+                FeedForward(dim, 4 * dim, activation="gelu"),
+                make_norm(),
+                make_norm(),
+                residual=residual,
+            )
+            for _ in range(depth)
+        )
+    ).double()
+    with torch.no_grad():
+        for layer in stack.modules():
+            if isinstance(layer, nn.Linear):
+                layer.weight.mul_(gain)
+    (stack(x) * upstream).sum().backward()  # d<stack(x), g>/d(output) = g
+    return torch.cat([p.grad.flatten() for p in stack[0].parameters()]).norm().item()
 
 
 def block_flops(seq_len: int, dim: int, hidden: int) -> dict[str, int]:

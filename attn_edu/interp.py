@@ -1,7 +1,7 @@
 """Reading a trained model's attention: head scores for known patterns, and head ablation.
 
 Attention patterns give hypotheses; ablations test them (Jain & Wallace, 2019, "Attention is not
-Explanation"; Wiegreffe & Pinter, 2019). Three pattern scores, each the mean attention weight that a
+Explanation"; Wiegreffe & Pinter, 2019). Four pattern scores, each the mean attention weight that a
 head puts where the pattern says it should:
 
 - **previous token**: query ``t`` → key ``t − 1``;
@@ -11,6 +11,7 @@ head puts where the pattern says it should:
   layer 1 writes "my predecessor was A" into each position; an induction head in layer 2 then looks
   for the key whose predecessor equals its own token;
 - **first token**: query ``t`` → key ``0`` (a resting place when nothing else is relevant).
+- **current token**: query ``t`` → key ``t``, its own token.
 
 Uniform causal attention puts ``1 / (t + 1)`` on every key, so that is the chance level of each score.
 
@@ -97,6 +98,19 @@ def first_token_score(weights: torch.Tensor) -> torch.Tensor:
     check_floating("weights", weights)
     check_shape("weights", weights, "B H T S")
     return weights[..., 0].float().mean(dim=(0, 2))  # (H,)
+
+
+def current_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """Mean weight each head puts on the query's own token (key ``t`` for query ``t``), over all queries.
+
+    Shapes:
+        weights ``(B, H, T, S)``; returns ``(H,)``.
+
+    Example:
+        >>> current_token_score(torch.eye(3).expand(1, 2, 3, 3))
+        tensor([1., 1.])
+    """
+    return _diagonal_mean(weights, 0)
 
 
 def _query_weights(weights: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -386,6 +386,31 @@ def kv_cache_table(
     return rows
 
 
+def format_kv_cache_table(contexts: dict[str, int], *, dtype_bytes: int = 2) -> str:
+    """:func:`kv_cache_table` at several context lengths, as an aligned text table: one row per model, its
+    shape (``L`` layers, ``H`` query heads, ``H_kv`` kv heads, head dim ``D``), KiB per token, GiB for one
+    sequence at each context, and the saving ``H / H_kv`` against multi-head attention.
+
+    Example:
+        >>> print(format_kv_cache_table({"4k": 4096}).splitlines()[2])
+        Llama-2-7B   MHA   32  32   32  128     512.0       2.000      1x
+    """
+    if not isinstance(contexts, dict) or not contexts:
+        raise ValueError(f"contexts: expected a dict {{name: tokens}}, got {contexts!r}")
+    tables = {name: kv_cache_table(seq_len, dtype_bytes=dtype_bytes) for name, seq_len in contexts.items()}
+    header = f"{'model':12} {'kind':4} {'L':>3} {'H':>3} {'H_kv':>4} {'D':>4} {'KiB/token':>9}"
+    header += "".join(f"{'GiB @ ' + name:>12}" for name in contexts) + f"{'saving':>8}"
+    lines = [header]
+    first = next(iter(tables.values()))
+    for i, row in enumerate(first):
+        sizes = "".join(f"{table[i]['GiB']:>12.3f}" for table in tables.values())
+        lines.append(
+            f"{row['model']:12} {row['kind']:4} {row['layers']:>3} {row['heads']:>3} {row['kv_heads']:>4} "
+            f"{row['head_dim']:>4} {row['KiB_per_token']:>9.1f}{sizes}{row['saving']:>7.0f}x"
+        )
+    return "\n".join(lines)
+
+
 def decode_roofline(
     *,
     weight_bytes: int,

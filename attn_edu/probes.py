@@ -11,6 +11,7 @@ on the model (ablation, patching) shows that the model relies on what the probe 
     streams  = residual_streams(model, ids)             # the input of each layer, then the final stream
     probe    = fit_probe(features, labels, classes)     # a linear map, trained with AdamW, full batch
     accuracy = probe_accuracy(probe, features, labels)
+    error    = readout_error(features, target)          # a linear regression probe, least squares (nb 05)
 
 Shapes:
     features ``(N, C)``, labels ``(N,)``; streams: ``L + 1`` tensors ``(B, T, C)``.
@@ -114,3 +115,33 @@ def probe_accuracy(probe: nn.Module, features: torch.Tensor, labels: torch.Tenso
     sizes = check_shape("features", features, "N C")
     check_shape("labels", labels, "N", N=sizes["N"])
     return (probe(features).argmax(dim=-1) == labels).float().mean().item()
+
+
+@torch.no_grad()
+def readout_error(features: torch.Tensor, target: torch.Tensor) -> float:
+    """How much of ``target`` the best affine map of ``features`` leaves unexplained: 0 = all, 1 = nothing.
+
+    The map is fitted by least squares (a linear regression probe, solved exactly rather than trained);
+    the error is ``‖target − (features W + b)‖² / ‖target‖²``, summed over every position and channel.
+    Leading dimensions are flattened into rows.
+
+    Shapes:
+        features ``(..., F)``, target ``(..., C)`` with the same leading dimensions; returns a float.
+
+    Example:
+        >>> x = torch.randn(100, 3)
+        >>> readout_error(x, x @ torch.randn(3, 2) + 1.0) < 1e-6  # a linear function of x: fully recovered
+        True
+    """
+    check_floating("features", features)
+    check_floating("target", target)
+    if features.shape[:-1] != target.shape[:-1]:
+        raise ValueError(
+            f"target: expected the leading dimensions of features {tuple(features.shape[:-1])}, "
+            f"got {tuple(target.shape[:-1])}"
+        )
+    f = features.reshape(-1, features.shape[-1])  # (N, F)
+    f = torch.cat([f, torch.ones(len(f), 1, dtype=f.dtype)], dim=1)  # (N, F + 1): a bias column
+    y = target.reshape(-1, target.shape[-1]).to(f.dtype)  # (N, C)
+    residual = y - f @ torch.linalg.lstsq(f, y).solution  # (N, C)
+    return (residual.pow(2).sum() / y.pow(2).sum()).item()

@@ -442,6 +442,39 @@ def yarn_frequencies_by_turns(
     return inv_freq.float(), yarn_attention_factor(factor)
 
 
+def angle_overshoot(
+    inv_freq: torch.Tensor, *, context: int, factor: float, base: float = 10000.0
+) -> torch.Tensor:
+    """How far past its trained range each pair turns when read at ``factor`` times the trained ``context``.
+
+    Trained on ``L = context`` tokens, pair ``i`` met the relative angles ``0 .. L·θ_i``
+    (``θ_i = base^(−2i/D)``): every angle if it turned a full circle, an arc otherwise. At distances up to
+    ``s·L`` (``s = factor``) it reaches ``s·L·θ'_i``, with ``θ'_i = inv_freq[i]`` (the scaled frequencies):
+
+        overshoot_i = s·L·θ'_i / (L·θ_i)  if  L·θ_i < 2π,  else 1
+
+    Above 1: angles training never showed (unscaled RoPE gives ``s`` on every pair that did not wrap;
+    position interpolation gives 1 everywhere). Ratios within 1e-6 of 1 (float32 frequencies) count as 1.
+
+    Shapes:
+        inv_freq ``(D/2,)``; returns ``(D/2,)`` float64.
+
+    Example:
+        >>> angle_overshoot(rope_frequencies(16), context=64, factor=4.0)   # pairs 0-2 wrap within 64 tokens
+        tensor([1., 1., 1., 4., 4., 4., 4., 4.], dtype=torch.float64)
+        >>> angle_overshoot(linear_scaled_frequencies(16, 4.0), context=64, factor=4.0).max().item()
+        1.0
+    """
+    check_floating("inv_freq", inv_freq)
+    sizes = check_shape("inv_freq", inv_freq, "D/2")
+    check_positive_int("context", context)
+    factor = _check_factor(factor)
+    trained = context * rope_frequencies(2 * sizes["D/2"], base=base).double()  # (D/2,) L·θ_i: angles met
+    ratio = factor * context * inv_freq.double().cpu() / trained  # (D/2,)
+    ratio = torch.where((ratio - 1).abs() < 1e-6, torch.ones_like(ratio), ratio)  # float32 frequencies
+    return torch.where(trained >= 2 * math.pi, torch.ones_like(ratio), ratio)  # (D/2,)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The module used by attention layers
 # ---------------------------------------------------------------------------------------------------

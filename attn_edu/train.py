@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -155,3 +155,28 @@ def train(
     seconds = time.perf_counter() - start
     model.eval()
     return TrainResult(losses=losses, seconds=seconds, steps=steps)
+
+
+def steepest_fall(losses: Sequence[float], *, window: int = 10, span: int = 20) -> tuple[int, float]:
+    """Where a loss curve falls fastest: the largest drop of its ``window``-step mean within ``span`` steps.
+
+    The mean at step ``s`` (counted from 1) averages the losses of steps ``s - window + 1 .. s``. Returns
+    ``(s, drop)`` for the first step ``s`` that maximises ``mean(s) - mean(s + span)``: the fall runs from step
+    ``s`` to step ``s + span``. A phase change, such as induction heads forming (Olsson et al., 2022, section 3),
+    shows as a drop far larger than the step-to-step noise, which the mean smooths away.
+
+    Example:
+        >>> steepest_fall([4.0] * 30 + [1.0] * 30, window=10, span=20)
+        (20, 3.0)
+    """
+    check_positive_int("window", window)
+    check_positive_int("span", span)
+    values = [float(x) for x in losses]
+    if len(values) < window + span:
+        raise ValueError(
+            f"losses: expected at least window + span = {window + span} values, got {len(values)}"
+        )
+    means = [sum(values[i : i + window]) / window for i in range(len(values) - window + 1)]  # step i + window
+    drops = [means[i] - means[i + span] for i in range(len(means) - span)]
+    first = max(range(len(drops)), key=drops.__getitem__)  # the first of equal drops
+    return first + window, drops[first]

@@ -326,3 +326,99 @@ def test_block_flops_cross_over_just_after_two_widths_plus_the_ffn():
         block_flops(0, dim, hidden)
     with pytest.raises(ValueError, match="hidden"):
         block_flops(4, dim, 2.5)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The gradient that reaches the first block, and a toy decoder to train block types against each other
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_first_block_grad_norm_vanishes_without_skips_and_norms_and_holds_with_skips():
+    from attn_edu.blocks import first_block_grad_norm
+
+    depths = [1, 2, 4, 8]
+    plain = [first_block_grad_norm(n, residual=False, norm=False, dim=16, heads=2) for n in depths]
+    skips = [first_block_grad_norm(n, dim=16, heads=2) for n in depths]
+    large = [first_block_grad_norm(n, residual=False, norm=False, gain=3.0, dim=16, heads=2) for n in depths]
+    assert all(later < earlier for earlier, later in zip(plain, plain[1:])), plain  # shrinks with every block
+    assert plain[-1] / plain[0] < 1e-4, plain
+    assert max(skips) / min(skips) < 3, skips
+    assert all(later > earlier for earlier, later in zip(large, large[1:])), large  # larger weights: it grows
+    assert first_block_grad_norm(3, seed=5, dim=16, heads=2) == first_block_grad_norm(
+        3, seed=5, dim=16, heads=2
+    )
+
+
+def test_first_block_grad_norm_is_the_gradient_of_the_first_blocks_parameters():
+    """Against autograd on the same stack, rebuilt from the same seed: the function measures what it says."""
+    from attn_edu.blocks import first_block_grad_norm
+
+    dim, heads, depth, seed = 16, 2, 3, 4
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 16, dim, generator=generator).double()
+    upstream = torch.randn(4, 16, dim, generator=generator).double()
+    torch.manual_seed(seed)
+    stack = nn.Sequential(
+        *[
+            PreNormEncoderBlock(
+                MultiHeadAttention(dim, heads),
+                FeedForward(dim, 4 * dim, activation="gelu"),
+                nn.LayerNorm(dim),
+                nn.LayerNorm(dim),
+            )
+            for _ in range(depth)
+        ]
+    ).double()
+    grads = torch.autograd.grad((stack(x) * upstream).sum(), list(stack[0].parameters()))
+    expected = torch.cat([g.flatten() for g in grads]).norm().item()
+    assert first_block_grad_norm(depth, dim=dim, heads=heads, seed=seed) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"depth": 0}, "depth"), ({"depth": 2, "gain": 0.0}, "gain"), ({"depth": 2, "heads": 0}, "heads")],
+)
+def test_first_block_grad_norm_rejects_bad_input(kwargs, match):
+    from attn_edu.blocks import first_block_grad_norm
+
+    depth = kwargs.pop("depth")
+    with pytest.raises(ValueError, match=match):
+        first_block_grad_norm(depth, **kwargs)
+
+
+@pytest.mark.parametrize("block_type", [PreNormDecoderBlock, PostNormDecoderBlock])
+def test_toy_decoder_is_its_parts_in_order_and_causal(block_type):
+    from attn_edu.models import ToyDecoder
+
+    torch.manual_seed(0)
+    model = ToyDecoder(block_type, vocab_size=11, dim=C, heads=H, depth=2, max_len=9)
+    input_ids = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(7))
+        for block in model.blocks:
+            x = block(x)
+        torch.testing.assert_close(model(input_ids), model.lm_head(model.final_norm(x)))
+        torch.testing.assert_close(model(input_ids)[:, :4], model(input_ids[:, :4]), **TOL)  # no future leaks
+    assert isinstance(model.final_norm, nn.Identity) == (block_type is PostNormDecoderBlock)
+    assert all(isinstance(block, block_type) for block in model.blocks)
+
+
+def test_toy_decoder_builds_blocks_without_skips_or_norms_when_asked():
+    from attn_edu.models import ToyDecoder
+
+    model = ToyDecoder(
+        PreNormDecoderBlock, vocab_size=5, depth=3, residual=False, norm=lambda dim: nn.Identity()
+    )
+    assert [block.residual for block in model.blocks] == [False] * 3
+    assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
+    torch.manual_seed(3)
+    pre = ToyDecoder(PreNormDecoderBlock, vocab_size=5)
+    torch.manual_seed(3)
+    post = ToyDecoder(PostNormDecoderBlock, vocab_size=5)
+    torch.testing.assert_close(
+        pre.token_embedding.weight, post.token_embedding.weight
+    )  # same seed, same start
+    with pytest.raises(ValueError, match=r"max_len=16"):
+        pre(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="vocab_size"):
+        ToyDecoder(PreNormDecoderBlock, vocab_size=0)

@@ -1,9 +1,11 @@
 """Notebook 13's findings hold for every seed, not only for the one run the notebook shows.
 
 ``course/13_interpretability.ipynb`` trains one ``AttentionOnlyTransformer`` (seed 0) and reads its findings off
-that run: the loss plateaus and then drops; layer 0 holds previous-token heads and layer 1 induction heads; the
-layer-1 heads are dispensable one by one and indispensable together; a less sharp layer-0 head matters most,
-because layer 1's keys are built from what it writes; greedy pruning stays at or below a fixed ranking. One run
+that run: the loss plateaus and then drops; on 16 tokens repeated once the second copy is copied; on 24 the last
+predictions fail, because the previous-token line stops at query 20; layer 0 holds previous-token heads and
+layer 1 induction heads; the layer-1 heads are dispensable one by one and indispensable together; a less sharp
+layer-0 head matters most, because layer 1's keys are built from what it writes; greedy pruning stays at or
+below a fixed ranking. One run
 is an anecdote, and its exact numbers even move with the CPU (training amplifies the last bits of float sums).
 Here the notebook's recipe is trained from seeds 0 to 4 and every finding is checked on each seed, with the
 margins the notebook asserts. The ranges the notebook's text quotes come from these runs, measured natively and
@@ -37,12 +39,12 @@ from attn_edu.interp import (
 from attn_edu.masks import causal_mask
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attn_edu.objectives import causal_lm_loss
-from attn_edu.train import lm_loss, train
+from attn_edu.train import lm_loss, steepest_fall, train
 
 pytestmark = pytest.mark.slow
 
 SEEDS = (0, 1, 2, 3, 4)
-V, P = 64, 24  # vocabulary; period of the evaluation sequences (as in the notebook)
+V, P, EDGE = 64, 16, 24  # vocabulary; period of the evaluation sequences; the longest training length
 LOG_V = math.log(V)  # the loss of a uniform guess
 
 
@@ -88,11 +90,17 @@ def measure(seed: int) -> SimpleNamespace:
         progress=False,
     )
     batch = repeated_sequences(32, P, vocab_size=V, generator=torch.Generator().manual_seed(1))
+    edge = repeated_sequences(32, EDGE, vocab_size=V, generator=torch.Generator().manual_seed(1)).input_ids
     short = repeated_sequences(32, 10, vocab_size=V, generator=torch.Generator().manual_seed(2))
     ids = batch.input_ids  # (B, 2P)
     with torch.no_grad():
         logits, (w0, w1) = model(ids, need_weights=True)  # (B, T, V), two layers of (B, H, T, S)
         first_copy = F.cross_entropy(logits[:, : P - 1].transpose(1, 2), ids[:, 1:P])  # predictions 0..P-2
+        edge_logits, (edge_w0, _) = model(edge, need_weights=True)
+        edge_loss = F.cross_entropy(
+            edge_logits[:, :-1].transpose(1, 2), edge[:, 1:], reduction="none"
+        )  # (B, 47)
+        on_previous = edge_w0.diagonal(offset=-1, dim1=-2, dim2=-1).mean(0)  # (H, 47): query t on key t - 1
         sharpness = torch.stack([w0.amax(-1).mean((0, 2)), w1.amax(-1).mean((0, 2))])  # (L, H)
         previous = torch.stack([previous_token_score(w0), previous_token_score(w1)])  # (L, H)
         effects = ablation_effects(model, batch, lm_loss)  # (L, H)
@@ -105,6 +113,7 @@ def measure(seed: int) -> SimpleNamespace:
             _, (_, w1_without_previous) = model(ids, need_weights=True)
         with head_ablation(model, [(1, h) for h in range(4)]):
             without_layer_1 = lm_loss(model, batch).item()
+        second_copy_loss = lm_loss(model, batch).item()
         g = torch.Generator().manual_seed(0)
         random_orders = [torch.randperm(8, generator=g).tolist() for _ in range(6)]
         curves = {
@@ -134,8 +143,15 @@ def measure(seed: int) -> SimpleNamespace:
             recovered=patched["recovered"],
             losses=result.losses,
             final_loss=result.final_loss(),
+            first_steps=sum(result.losses[:10]) / 10,
+            fall=steepest_fall(result.losses, window=10, span=20)[1],
+            edge_middle=edge_loss[:, 25:40].mean().item(),  # positions 26 to 40
+            edge_end=edge_loss[:, -3:].mean().item(),  # positions 45 to 47
+            previous_line=on_previous[:, 1:19].amax(0).mean().item(),  # queries 2 to 19, the best head
+            previous_after=on_previous[:, 21:].max().item(),  # queries 22 to 47, any head
+            clean_minus_corrupted=patched["clean"] - patched["corrupted"],
             first_copy_loss=first_copy.item(),
-            second_copy_loss=lm_loss(model, batch).item(),
+            second_copy_loss=second_copy_loss,
             second_copy_accuracy=(logits[:, P:-1].argmax(-1) == ids[:, P + 1 :]).float().mean().item(),
             induction=torch.stack([induction_score(w0, P), induction_score(w1, P)]),  # (L, H)
             previous=previous,
@@ -172,30 +188,35 @@ def test_the_loss_plateaus_near_guessing_then_drops_suddenly(runs):
         window = [sum(r.losses[i : i + 10]) / 10 for i in range(len(r.losses) - 9)]  # means of 10 steps
         plateau = sum(r.losses[20:60]) / 40
         fall = max(window[i] - window[i + 20] for i in range(len(window) - 20))
-        assert plateau > LOG_V - 0.3 and fall > 1.5, (seed, plateau, fall)  # measured 4.09-4.15, 1.67-1.93
-        assert r.final_loss < LOG_V / 4, (seed, r.final_loss)  # measured 0.12-0.45
+        assert plateau > 3.8 and fall > 1.5 and fall == pytest.approx(r.fall), (seed, plateau, fall)
+        assert r.final_loss < 1 and r.first_steps > 4, (seed, r.final_loss, r.first_steps)
 
 
 # ----------------------------------------------------------------------------- section 2: induction signature
 
 
 def test_the_second_copy_is_predicted_and_the_first_is_not(runs):
-    assert all(r.second_copy_loss < LOG_V / 2 for r in runs.values()), per_seed(
-        runs, lambda r: r.second_copy_loss
-    )
-    assert all(r.second_copy_accuracy > 0.5 for r in runs.values()), per_seed(
+    assert all(r.second_copy_loss < 0.5 for r in runs.values()), per_seed(runs, lambda r: r.second_copy_loss)
+    assert all(r.second_copy_accuracy > 0.9 for r in runs.values()), per_seed(
         runs, lambda r: r.second_copy_accuracy
     )
-    assert all(r.first_copy_loss > LOG_V - 0.5 for r in runs.values()), per_seed(
-        runs, lambda r: r.first_copy_loss
-    )
+    assert all(r.first_copy_loss > LOG_V for r in runs.values()), per_seed(runs, lambda r: r.first_copy_loss)
+
+
+# ----------------------------------------------------------------------------- section 4: the edge of training
+
+
+def test_at_the_longest_training_length_the_last_copies_fail_where_the_previous_token_line_stops(runs):
+    for seed, r in runs.items():
+        assert r.edge_middle < 0.5 and r.edge_end > LOG_V, (seed, r.edge_middle, r.edge_end)
+        assert r.previous_line > 0.7 and r.previous_after < 0.2, (seed, r.previous_line, r.previous_after)
 
 
 # ----------------------------------------------------------------------------- section 4: head scores
 
 
 def test_layer_1_holds_the_induction_heads_and_layer_0_the_previous_token_heads(runs):
-    chance = chance_induction()  # 0.028
+    chance = chance_induction()  # 0.042
     for seed, r in runs.items():
         assert (r.induction[1] > 0.3).all() and r.induction[1].min() > 5 * chance, (seed, r.induction)
         assert r.induction[0].max() < 5 * chance, (seed, r.induction)  # no shortcut inside layer 0
@@ -215,15 +236,10 @@ def test_the_layer_1_heads_are_dispensable_one_by_one_and_indispensable_together
             seed,
             r.sharpness,
         )  # the 4 sharpest are layer 1's
-        assert r.effects[1].abs().max() < 0.2, (seed, r.effects)  # one at a time: measured at most 0.155
-        # Together (they are all the induction heads): back near guessing, measured 4.29-4.40.
-        assert r.without_layer_1 > r.second_copy_loss + 1.5, (seed, r.second_copy_loss, r.without_layer_1)
+        assert r.effects[1].abs().max() < 0.25, (seed, r.effects)  # one at a time
+        # Together (they are all the induction heads): back near guessing.
+        assert r.without_layer_1 > r.second_copy_loss + 3, (seed, r.second_copy_loss, r.without_layer_1)
         assert abs(r.without_layer_1 - LOG_V) < 0.5, (seed, r.without_layer_1)
-
-
-def test_some_single_removal_even_lowers_the_loss_in_most_seeds(runs):
-    lowered = [seed for seed, r in runs.items() if r.effects[1].min() < 0]
-    assert len(lowered) >= 3, per_seed(runs, lambda r: r.effects[1].min())
 
 
 # ----------------------------------------------------------------------------- section 6(b): the keystone head
@@ -233,13 +249,9 @@ def test_a_less_striking_layer_0_head_is_the_most_important_one(runs):
     for seed, r in runs.items():
         layer, h = r.key_head
         assert layer == 0, (seed, r.effects)
-        assert r.sharpness[0, h] < r.sharpness[1].min() and r.previous[0, h] < 0.5, (
-            seed,
-            r.sharpness,
-            r.previous,
-        )
-        assert r.key_on_first > 0.6 and r.key_on_second < 0.3, (seed, r.key_on_first, r.key_on_second)
-        assert r.effects[0, h] > 0.3 and r.effects[0, h] > 5 * r.effects[1].abs().max(), (seed, r.effects)
+        assert r.sharpness[0, h] < r.sharpness[1].min(), (seed, r.sharpness)
+        assert r.key_on_first > 0.9 and r.key_on_second < 0.4, (seed, r.key_on_first, r.key_on_second)
+        assert r.effects[0, h] > 3 * r.effects[1].abs().max(), (seed, r.effects)
         assert r.short_without_key > r.short_loss + 0.2, (
             seed,
             r.short_loss,
@@ -250,7 +262,7 @@ def test_a_less_striking_layer_0_head_is_the_most_important_one(runs):
 def test_the_induction_heads_attention_depends_on_layer_0(runs):
     for seed, r in runs.items():
         before = r.induction[1].mean()
-        assert r.induction_without_key.mean() < 0.8 * before, (seed, before, r.induction_without_key)
+        assert r.induction_without_key.mean() < 0.9 * before, (seed, before, r.induction_without_key)
         assert r.induction_without_previous.mean() < 0.3 * before, (
             seed,
             before,
@@ -264,19 +276,10 @@ def test_the_induction_heads_attention_depends_on_layer_0(runs):
 def test_greedy_pruning_beats_a_fixed_ranking_and_looks_lose(runs):
     for seed, r in runs.items():
         c = r.curves
-        full = c["greedy"][0]
         assert c["by looks"][4] > LOG_V, (seed, c["by looks"])
         assert sum(c["by effect"]) < sum(c["by looks"]), (seed, c)
-        assert c["greedy"][4] < full + 0.4 and c["random"][4] > c["greedy"][4] + 0.4, (seed, c)
+        assert c["greedy"][4] < 1 and c["random"][4] > c["greedy"][4] + 0.4, (seed, c)
         assert all(g <= e + 1e-6 for g, e in zip(c["greedy"], c["by effect"])), (seed, c)
-
-
-def test_whether_the_fixed_ranking_beats_random_depends_on_the_seed(runs):
-    # What the notebook says is *not* a finding: both outcomes occur among seeds 0-4.
-    back_at_guessing = {seed: r.curves["by effect"][5] > LOG_V - 0.3 for seed, r in runs.items()}
-    beats_random = {seed: sum(r.curves["by effect"]) < sum(r.curves["random"]) for seed, r in runs.items()}
-    assert len(set(back_at_guessing.values())) == 2, back_at_guessing
-    assert len(set(beats_random.values())) == 2, beats_random
 
 
 # --------------------------------- going deeper: the induction circuit, read from the weights
@@ -291,18 +294,20 @@ def test_k_composition_from_the_weights_ranks_the_previous_token_heads(runs):
         taus[seed] = kendall_tau(k_into_layer_1, r.previous[0]).item()
         assert int(k_into_layer_1.argmin()) == int(r.previous[0].argmin()), (seed, k_into_layer_1, r.previous)
         # K-composition stands out; Q and V sit below what random matrices of the same shapes give.
-        # measured: K 0.175-0.193 on average against Q 0.082-0.090 and V 0.070-0.082
         assert r.composition["K"].mean() > 1.8 * max(r.composition["Q"].mean(), r.composition["V"].mean()), (
             seed
         )
         assert k_into_layer_1.max() > 1.5 * baseline > 1.5 * r.composition["V"].mean(), (seed, k_into_layer_1)
-    assert min(taus.values()) > 0.6 and sorted(taus.values())[1] == 1.0, taus  # measured: 1 on 4 seeds, 0.67
+    assert min(taus.values()) > 0.6 and sorted(taus.values())[1] == 1.0, (
+        taus
+    )  # the notebook says: 1 on all five
 
 
 def test_patching_puts_the_behaviour_in_the_layer_1_heads(runs):
     for seed, r in runs.items():
-        assert (r.recovered[1] > 0.35).all(), (seed, r.recovered)  # each alone brings back ~40-60 %
-        assert r.recovered[0].abs().max() < 0.3, (seed, r.recovered)  # a layer-0 head alone: almost nothing
+        assert (r.recovered[1] > 0.33).all(), (seed, r.recovered)  # each alone brings back a third or more
+        assert r.recovered[0].abs().max() < 0.33, (seed, r.recovered)  # a layer-0 head alone: less
+        assert r.clean_minus_corrupted > 5, (seed, r.clean_minus_corrupted)
 
 
 def test_the_induction_heads_copy_by_their_weights(runs):

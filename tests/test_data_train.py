@@ -19,7 +19,7 @@ from attn_edu.data import (
 )
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import causal_lm_loss
-from attn_edu.train import TrainResult, lm_loss, train
+from attn_edu.train import TrainResult, lm_loss, steepest_fall, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -227,3 +227,29 @@ def test_train_refuses_a_warm_up_as_long_as_the_run_and_an_unknown_schedule() ->
         train(model, batches, steps=5, warmup_steps=5, progress=False)
     with pytest.raises(ValueError, match="schedule"):
         train(model, batches, steps=5, schedule="linear", progress=False)
+
+
+def test_steepest_fall_finds_the_drop_of_the_running_mean_a_brute_force_search_finds() -> None:
+    g = torch.Generator().manual_seed(0)
+    plateau, drop, after = (
+        4.0 + 0.1 * torch.randn(60, generator=g),
+        torch.linspace(4.0, 0.5, 15),
+        torch.full((45,), 0.5),
+    )
+    losses = torch.cat([plateau, drop, after]).tolist()  # a plateau, a fall over 15 steps, then flat
+    step, fall = steepest_fall(losses, window=10, span=20)
+
+    def mean_at(s: int) -> float:  # the mean of steps s - 9 .. s, counted from 1
+        return sum(losses[s - 10 : s]) / 10
+
+    best = max(range(10, len(losses) - 20 + 1), key=lambda s: mean_at(s) - mean_at(s + 20))
+    assert step == best and fall == pytest.approx(mean_at(best) - mean_at(best + 20))
+    assert 55 <= step <= 65 and 3.0 < fall < 3.6  # it lands on the fall, which drops by 3.5 in all
+    assert steepest_fall([2.0] * 40, window=5, span=5) == (5, 0.0)  # flat: no fall, the first step
+
+
+def test_steepest_fall_refuses_a_curve_shorter_than_its_window_and_span() -> None:
+    with pytest.raises(ValueError, match="losses: expected at least window \\+ span = 30 values, got 29"):
+        steepest_fall([1.0] * 29, window=10, span=20)
+    with pytest.raises(ValueError, match="span"):
+        steepest_fall([1.0] * 50, span=0)

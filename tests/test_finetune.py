@@ -88,3 +88,34 @@ def test_the_top_blocks_on_the_lower_states_compute_the_whole_encoder(minilm) ->
         finetune.encoder_states(model, tokenizer, texts, blocks=7)
     with pytest.raises(ValueError, match="hidden"):
         finetune.continue_states(model, lower[0], lower_mask, first=4)
+
+
+def test_states_and_accuracy_in_chunks_of_similar_length_equal_one_padded_batch() -> None:
+    """continue_states and accuracy run the rows in chunks of similar length, each cut to its longest text:
+    at the real positions that is what the whole padded batch computes at once."""
+    from attn_edu.masks import key_mask, padding_from_attention_mask
+    from attn_edu.models import BERT, BertConfig
+
+    torch.manual_seed(0)
+    model = BERT(BertConfig(vocab_size=30, embed_dim=16, num_layers=2, num_heads=2, ffn_dim=32)).eval()
+    B = 150  # more rows than one chunk
+    lengths = torch.randint(1, 20, (B,))
+    T = int(lengths.max())
+    attention_mask = (torch.arange(T) < lengths[:, None]).long()  # (B, T), right padding
+    hidden = torch.randn(B, T, 16)
+    chunked = finetune.continue_states(model, hidden, attention_mask, first=0)
+    whole = hidden
+    mask = key_mask(padding_from_attention_mask(attention_mask, B, T))
+    with torch.no_grad():
+        for block in model.blocks:
+            whole = block(whole, mask=mask)
+    real = attention_mask.bool()
+    torch.testing.assert_close(chunked[real], whole[real], atol=1e-5, rtol=1e-5)
+
+    classifier = finetune.SentenceClassifier(model, trained_blocks=1)
+    with torch.no_grad():
+        logits = classifier(hidden, attention_mask)  # (B, 2) the whole padded batch at once
+    predicted = logits.argmax(dim=-1)
+    near_ties = int(((logits[:, 0] - logits[:, 1]).abs() < 1e-4).sum())  # may round either way
+    assert finetune.accuracy(classifier, hidden, attention_mask, predicted) >= 1 - near_ties / B
+    assert finetune.accuracy(classifier, hidden, attention_mask, 1 - predicted) <= near_ties / B

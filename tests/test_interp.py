@@ -12,6 +12,7 @@ from attn_edu.interp import (
     attention_layers,
     attention_maps,
     attention_received,
+    current_token_score,
     first_token_score,
     gate_heads,
     head_ablation,
@@ -116,6 +117,18 @@ def test_scores_of_exact_patterns_are_one():
     torch.testing.assert_close(previous_token_score(weights), torch.tensor([1.0, 1 / 9, 1 / 9]))
     torch.testing.assert_close(induction_score(weights, P), torch.tensor([0.0, 1.0, 0.0]))
     torch.testing.assert_close(first_token_score(weights), torch.tensor([2 / 10, 4 / 10, 1.0]))
+
+
+def test_current_token_score_is_the_mean_weight_on_the_own_token():
+    weights = torch.softmax(torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(0)), dim=-1)
+    # bottom-right alignment: with S = 7 keys and T = 5 queries, query t is position 2 + t
+    by_hand = torch.stack([weights[:, :, t, 2 + t] for t in range(5)], dim=-1).mean(dim=(0, 2))  # (H,)
+    torch.testing.assert_close(current_token_score(weights), by_hand)
+    own = torch.eye(4).expand(1, 2, 4, 4)  # all weight on the own token
+    torch.testing.assert_close(current_token_score(own), torch.ones(2))
+    previous = torch.zeros(1, 1, 4, 4)
+    previous[0, 0, torch.arange(1, 4), torch.arange(3)] = 1.0
+    assert current_token_score(previous).item() == 0.0
 
 
 def test_uniform_attention_scores_chance():

@@ -281,3 +281,20 @@ def test_decode_roofline_is_bandwidth_over_bytes():
         decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=8, gpu="V100")
     with pytest.raises(ValueError, match="context"):
         decode_roofline(weight_bytes=weights, cache_bytes_per_token=per_token, context=0)
+
+
+def test_format_kv_cache_table_agrees_with_kv_cache_table_at_every_context():
+    from attn_edu.kv_cache import MODEL_SHAPES, format_kv_cache_table, kv_cache_table
+
+    contexts = {"1k": 1024, "8k": 8192}
+    lines = format_kv_cache_table(contexts).splitlines()
+    assert len(lines) == 1 + len(MODEL_SHAPES)
+    assert "GiB @ 1k" in lines[0] and "GiB @ 8k" in lines[0]
+    for line, small, large in zip(lines[1:], kv_cache_table(1024), kv_cache_table(8192)):
+        fields = line.split()
+        assert line.startswith(str(small["model"])) and fields[-1] == f"{small['saving']:.0f}x"
+        assert float(fields[-3]) == pytest.approx(small["GiB"], abs=6e-4)  # printed with 3 decimals
+        assert float(fields[-2]) == pytest.approx(large["GiB"], abs=6e-4)  # printed with 3 decimals
+        assert float(fields[-2]) == pytest.approx(8 * float(fields[-3]), abs=5e-3)  # linear in the context
+    with pytest.raises(ValueError, match="contexts"):
+        format_kv_cache_table({})

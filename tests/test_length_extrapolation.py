@@ -20,6 +20,7 @@ from attn_edu.experiments.length_extrapolation import (
     bag_of_words_accuracy,
     lag_batch,
     lag_loss,
+    run_length_test,
     train_lag_model,
 )
 from attn_edu.positional import alibi_bias, sinusoidal_encoding
@@ -207,3 +208,32 @@ def test_training_is_repeatable_and_shaw_learns_the_lag_for_every_length():
         assert torch.equal(a, b)
     assert result.steps == 150 and not model.training
     assert accuracy_by_position(model, 64)[3:].min() > 0.9  # trained on 16 tokens, right on 64
+
+
+def test_run_length_test_equals_each_scheme_trained_and_scored_alone():
+    config = LagConfig(train_length=8, embed_dim=8, num_heads=2)
+    threads = torch.get_num_threads()
+    models, accuracy = run_length_test((0, 3), config=config, steps=3, test_factor=2)
+    assert torch.get_num_threads() == threads  # the thread count is restored
+    assert set(models) == {(scheme, seed) for scheme in SCHEMES for seed in (0, 3)}
+    torch.set_num_threads(1)
+    try:
+        for scheme in SCHEMES:
+            length = 8 if scheme == "learned" else 16  # no rows past the training length in a learned table
+            assert accuracy[scheme].shape == (2, length)
+            for row, seed in enumerate((0, 3)):
+                alone, _ = train_lag_model(scheme, seed=seed, steps=3, config=config)
+                for a, b in zip(alone.parameters(), models[scheme, seed].parameters()):
+                    assert torch.equal(a, b)
+                expected = accuracy_by_position(alone, length)
+                assert torch.equal(accuracy[scheme][row].isnan(), expected.isnan())
+                assert torch.equal(accuracy[scheme][row][3:], expected[3:])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_run_length_test_rejects_no_seeds_and_a_bad_factor():
+    with pytest.raises(ValueError, match="seeds"):
+        run_length_test(())
+    with pytest.raises(ValueError, match="test_factor"):
+        run_length_test((0,), test_factor=0)

@@ -3,12 +3,13 @@ type, and a linear probe reads what is linearly there and nothing that is not.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from attn_edu.interp import head_ablation
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
-from attn_edu.probes import control_labels, fit_probe, probe_accuracy, residual_streams
+from attn_edu.probes import control_labels, fit_probe, probe_accuracy, readout_error, residual_streams
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,28 @@ def test_a_linear_probe_reads_a_linear_property_and_not_noise() -> None:
         fit_probe(features, labels, 1)
     with pytest.raises(ValueError, match="labels"):
         fit_probe(features, labels[:10], 2)
+
+
+def test_readout_error_recovers_a_linear_target_and_agrees_with_numpy_least_squares() -> None:
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(4, 50, 5, generator=g, dtype=torch.float64)  # (B, T, F): rows are flattened
+    linear = features @ torch.randn(5, 3, generator=g, dtype=torch.float64) - 2.0  # affine in the features
+    assert readout_error(features, linear) < 1e-20
+    assert readout_error(features, features) < 1e-20
+    target = torch.randn(4, 50, 3, generator=g, dtype=torch.float64)
+    f = np.c_[features.reshape(-1, 5).numpy(), np.ones(200)]
+    y = target.reshape(-1, 3).numpy()
+    residual = y - f @ np.linalg.lstsq(f, y, rcond=None)[0]
+    assert readout_error(features, target) == pytest.approx((residual**2).sum() / (y**2).sum(), rel=1e-9)
+    assert 0.0 < readout_error(features, target) <= 1.0
+
+
+def test_readout_error_never_grows_with_more_features_and_names_a_mismatch() -> None:
+    g = torch.Generator().manual_seed(1)
+    features, target = torch.randn(300, 2, generator=g), torch.randn(300, 4, generator=g)
+    more = torch.cat([features, torch.randn(300, 3, generator=g)], dim=-1)
+    assert readout_error(more, target) <= readout_error(features, target) + 1e-6
+    half_sum = features[:, :1] + features[:, 1:]  # one average of two vectors: neither comes back alone
+    assert readout_error(half_sum, features[:, :1]) > 0.3
+    with pytest.raises(ValueError, match=r"target: expected the leading dimensions"):
+        readout_error(features, target[:10])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from attn_edu.rope import (
     RopeScaling,
     RotaryEmbedding,
+    angle_overshoot,
     apply_rope,
     apply_rope_complex,
     half_to_interleaved,
@@ -260,6 +261,56 @@ def test_yarn_ramp_keeps_fast_pairs_and_interpolates_slow_ones():
     assert (ratio[1:] >= ratio[:-1] - 1e-6).all()  # a monotone blend between 1 and 16
     assert attention_factor == pytest.approx(0.1 * math.log(16) + 1)
     assert yarn_frequencies(64, 1.0, original_max_positions=1024)[1] == 1.0
+
+
+def _unseen_by_enumeration(inv_freq: torch.Tensor, theta: torch.Tensor, L: int, s: float) -> torch.Tensor:
+    """Per pair: does some distance below s·L meet an angle (mod 2π) that no distance below L met?
+
+    Distances in steps of 1/8; the trained angles form the arc [0, L·θ_i], or the whole circle once it wraps.
+    """
+    d_new = torch.arange(0, s * L, 0.125, dtype=torch.float64)[:, None]  # (N, 1)
+    angles = (d_new * inv_freq.double()) % (2 * math.pi)  # (N, D/2) angles met at 4L
+    arc = L * theta.double()  # (D/2,) the end of the trained arc
+    return ((angles > arc + 1e-9) & (arc < 2 * math.pi)).any(dim=0)  # (D/2,)
+
+
+@pytest.mark.parametrize(("head_dim", "L", "s"), [(16, 64, 4.0), (64, 512, 4.0), (32, 100, 2.5)])
+def test_angle_overshoot_flags_exactly_the_pairs_that_meet_unseen_angles(head_dim, L, s):
+    theta = rope_frequencies(head_dim)
+    scalings = {
+        "none": theta,
+        "PI": linear_scaled_frequencies(head_dim, s),
+        "NTK": ntk_scaled_frequencies(head_dim, s),
+        "YaRN": yarn_frequencies(head_dim, s, original_max_positions=L)[0],
+    }
+    for name, inv_freq in scalings.items():
+        over = angle_overshoot(inv_freq, context=L, factor=s)
+        assert over.shape == (head_dim // 2,) and over.dtype == torch.float64
+        assert ((over > 1) == _unseen_by_enumeration(inv_freq, theta, L, s)).all(), name
+    wrapped = L * theta.double() >= 2 * math.pi
+    unscaled = angle_overshoot(theta, context=L, factor=s)
+    assert (unscaled[wrapped] == 1).all() and torch.allclose(unscaled[~wrapped], torch.tensor(s).double())
+    assert (angle_overshoot(scalings["PI"], context=L, factor=s) == 1).all()  # interpolation stays inside
+
+
+def test_angle_overshoot_of_ntk_is_s_to_the_one_minus_2i_over_d_minus_2():
+    """NTK-aware: θ'_i = θ_i · s^(−2i/(D−2)), so an unwrapped pair goes s^(1 − 2i/(D−2)) past its range."""
+    D, L, s = 16, 64, 4.0
+    over = angle_overshoot(ntk_scaled_frequencies(D, s), context=L, factor=s)
+    i = torch.arange(D // 2, dtype=torch.float64)
+    unwrapped = L * rope_frequencies(D).double() < 2 * math.pi
+    torch.testing.assert_close(over[unwrapped], s ** (1 - 2 * i[unwrapped] / (D - 2)), rtol=1e-6, atol=0)
+    assert over[unwrapped].max() == over[unwrapped][0]  # the first pair that did not wrap is the worst
+
+
+def test_angle_overshoot_rejects_bad_input():
+    theta = rope_frequencies(8)
+    with pytest.raises(ValueError, match="context"):
+        angle_overshoot(theta, context=0, factor=2.0)
+    with pytest.raises(ValueError, match="factor"):
+        angle_overshoot(theta, context=16, factor=0.5)
+    with pytest.raises(ValueError, match="inv_freq"):
+        angle_overshoot(theta[None], context=16, factor=2.0)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

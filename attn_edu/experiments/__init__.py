@@ -4,8 +4,11 @@ in a notebook.
     text_gpt               two character-level language models of the Python documentation (weights shipped)
     multitask              copy, reverse and sort, told by a prefix (T5) and by examples (Llama) (weights shipped)
     rope_extension         a RoPE model trained on 64 characters, read on 256 (weights shipped)
+    interp_seeds           notebook 13's attention-only model from two more seeds (weights shipped)
     length_extrapolation   a lag task trained at one length, tested at four times it (trained in notebook 06)
     alignment              a tiny translator whose attention lines up two sentences (trained in notebook 01)
+    previous_token         separate vs tied query and key maps, taught to read the previous token (notebook 02)
+    induction_heads        a two-layer attention-only model that grows induction heads (trained in notebook 05)
     finetune               a pretrained encoder fine-tuned against its frozen features (trained in notebook 09)
 
 The wing is a floor above the architectures and the interop: it uses the models, the training loop and the

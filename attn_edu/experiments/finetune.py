@@ -87,6 +87,17 @@ def split_data(sentences: list[str], *, test_size: int, seed: int = 0) -> tuple[
     return word_order_data(order[test_size:], seed=seed), word_order_data(order[:test_size], seed=seed + 1)
 
 
+def _length_chunks(attention_mask: torch.Tensor, size: int = 64) -> list[tuple[torch.Tensor, int]]:
+    """Rows in chunks of ``size`` of similar length (shortest first), each with its longest length.
+
+    A batch padded to its longest text computes every padding position too; chunks of similar length, each
+    cut to its own longest text, skip most of them (the masked keys change nothing of the real positions).
+    """
+    lengths = attention_mask.sum(dim=1)  # (B,)
+    order = torch.argsort(lengths, stable=True)
+    return [(rows, int(lengths[rows].max())) for rows in order.split(size)]
+
+
 @torch.no_grad()
 def encoder_states(
     model: BERT, tokenizer: object, texts: list[str], *, blocks: int | None = None
@@ -119,10 +130,14 @@ def continue_states(
         )
     sizes = check_shape("hidden", hidden, "B T C")
     check_shape("attention_mask", attention_mask, "B T", B=sizes["B"], T=sizes["T"])
-    mask = key_mask(padding_from_attention_mask(attention_mask, sizes["B"], sizes["T"]))  # (B, 1, 1, T)
-    for block in model.blocks[first:last]:
-        hidden = block(hidden, mask=mask)
-    return hidden
+    out = torch.zeros_like(hidden)  # the padding after each chunk's longest text stays 0
+    for rows, length in _length_chunks(attention_mask):
+        states = hidden[rows, :length]  # (b, t, C)
+        mask = key_mask(padding_from_attention_mask(attention_mask[rows, :length], len(rows), length))
+        for block in model.blocks[first:last]:
+            states = block(states, mask=mask)
+        out[rows, :length] = states
+    return out
 
 
 class SentenceClassifier(nn.Module):
@@ -183,4 +198,8 @@ def accuracy(
     classifier: SentenceClassifier, hidden: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
 ) -> float:
     """Share of the rows whose most likely class is the label."""
-    return (classifier(hidden, attention_mask).argmax(dim=-1) == labels).float().mean().item()
+    right = torch.zeros(len(labels), dtype=torch.bool)
+    for rows, length in _length_chunks(attention_mask):
+        logits = classifier(hidden[rows, :length], attention_mask[rows, :length])  # (b, classes)
+        right[rows] = logits.argmax(dim=-1) == labels[rows]
+    return right.float().mean().item()

@@ -15,7 +15,8 @@ read-out, with no MLP, and one of six kinds of position information (:data:`SCHE
   2022): relative schemes inside the attention, from :mod:`attn_edu.positional`.
 
 Train each with :func:`train_lag_model` on sequences of ``train_length`` tokens and measure
-:func:`accuracy_by_position` on longer ones. :func:`bag_of_words_accuracy` is the best that a model
+:func:`accuracy_by_position` on longer ones (every scheme from several seeds at once:
+:func:`run_length_test`). :func:`bag_of_words_accuracy` is the best that a model
 which sees the earlier tokens only as a bag (a multiset) can do, for comparison. Notebook 06, section 6.
 
 Shapes:
@@ -251,3 +252,45 @@ def bag_of_words_accuracy(ids: torch.Tensor, lag: int, vocab_size: int) -> torch
     t = torch.arange(lag, T)  # (T - lag,) positions with an answer
     accuracy[lag:] = (best[:, t - 1] / t).mean(0)  # the bag before position t holds t tokens
     return accuracy
+
+
+def run_length_test(
+    seeds: tuple[int, ...] = (0, 1, 2),
+    *,
+    config: LagConfig | None = None,
+    steps: int = 150,
+    test_factor: int = 4,
+) -> tuple[dict[tuple[str, int], LagModel], dict[str, torch.Tensor]]:
+    """Train every scheme of :data:`SCHEMES` from each seed and score it at every position of longer inputs.
+
+    Each model is :func:`train_lag_model` ``(scheme, seed=seed, steps=steps, config=config)``, scored by
+    :func:`accuracy_by_position` on sequences ``test_factor`` times the training length, except the learned
+    table, scored on the training length (it has no rows past it). Runs on one thread (restored after):
+    for tensors this small, one thread is several times faster than two.
+
+    Shapes:
+        returns ``models[scheme, seed]`` and ``accuracy[scheme]`` ``(len(seeds), T)`` with
+        ``T = test_factor · train_length`` (``train_length`` for ``"learned"``), NaN before position ``lag``.
+
+    Example:
+        >>> models, accuracy = run_length_test((0,), steps=1)
+        >>> len(models), tuple(accuracy["shaw"].shape), tuple(accuracy["learned"].shape)
+        (6, (1, 64), (1, 16))
+    """
+    config = config if config is not None else LagConfig()
+    check_positive_int("test_factor", test_factor)
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    models: dict[tuple[str, int], LagModel] = {}
+    runs: dict[str, list[torch.Tensor]] = {scheme: [] for scheme in SCHEMES}
+    try:
+        for seed in seeds:
+            for scheme in SCHEMES:
+                models[scheme, seed], _ = train_lag_model(scheme, seed=seed, steps=steps, config=config)
+                length = config.train_length * (1 if scheme == "learned" else test_factor)
+                runs[scheme].append(accuracy_by_position(models[scheme, seed], length))  # (length,)
+    finally:
+        torch.set_num_threads(threads)
+    return models, {scheme: torch.stack(accs) for scheme, accs in runs.items()}

@@ -13,9 +13,11 @@ Four kernels, in data-flow order:
    ``lse`` (one float per query), which is all the backward needs (Algorithm 1).
 2. ``_flash_backward_preprocess_kernel``: ``delta = rowsum(dO ∘ O)`` (Algorithm 2, line 4).
 3. ``_flash_backward_dkdv_kernel``: one program per key block accumulates ``dK_j`` and ``dV_j``.
-4. ``_flash_backward_dq_kernel``: one program per query block accumulates ``dQ_i``. Splitting dQ
-   from dK/dV (as the FlashAttention-2 code does) means no two programs write the same rows, so no
-   atomic additions are needed.
+4. ``_flash_backward_dq_kernel``: one program per query block accumulates ``dQ_i``. Computing dQ
+   in a pass of its own, as the Triton fused-attention tutorial does (its ``_attn_bwd_dq`` loop), means
+   no two programs write the same rows, so no atomic additions are needed. The FlashAttention-2 CUDA
+   code instead adds each program's share of ``dQ`` into a float32 buffer with ``atomicAdd``, which
+   saves recomputing ``P`` and ``dS`` a second time.
 
 Conventions (those of :mod:`attn_edu.attention`):
 

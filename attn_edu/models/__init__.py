@@ -6,8 +6,10 @@
 - :class:`Llama` (decoder only): RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases.
 - :class:`AttentionOnlyTransformer`: attention layers only (no MLP), for finding induction heads.
 - :class:`T5` (encoder-decoder): relative position bias, RMSNorm, ReLU, no ``1/sqrt(D)``, cross-attention.
+- :class:`ToyDecoder`: embeddings, a stack of any decoder block type and a head, to train block types
+  against each other (notebook 08); no ``from_hf``.
 
-Each has a frozen config dataclass with tiny defaults and a ``from_hf(model)`` loader that copies a
+Each of the four families has a frozen config dataclass with tiny defaults and a ``from_hf(model)`` loader that copies a
 Hugging Face ``transformers`` model (names are mapped in :mod:`attn_edu.interop`).
 
 Example:
@@ -25,6 +27,7 @@ from attn_edu.models.bert import BERT, BertConfig, BertMLM, MaskedLMHead
 from attn_edu.models.gpt import GPT, GPTConfig
 from attn_edu.models.llama import Llama, LlamaConfig
 from attn_edu.models.t5 import T5, T5Config
+from attn_edu.models.toy_decoder import ToyDecoder
 
 __all__ = [
     "AttentionOnlyConfig",
@@ -39,4 +42,5 @@ __all__ = [
     "LlamaConfig",
     "MaskedLMHead",
     "T5Config",
+    "ToyDecoder",
 ]

@@ -25,9 +25,7 @@ def _sampling_view(
         logits, temperature=temperature, top_k=top_k or None, top_p=top_p if top_p < 1 else None
     )  # (V,), exactly 0 on filtered tokens
     support = int((probs > 0).sum())
-    title = (
-        f"T = {temperature:.2f}, top-k = {top_k or 'off'}, top-p = {top_p:.2f}: {support} tokens can be drawn"
-    )
+    title = f"temperature {temperature:.2f}, top-k = {top_k or 'off'}, top-p = {top_p:.2f}: {support} tokens can be drawn"
     figure = viz.plot_distribution(
         probs, labels=tokens, reference=torch.softmax(logits.float(), dim=-1), title=title
     )
