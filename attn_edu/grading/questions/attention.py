@@ -1,4 +1,4 @@
-"""Notebook 02's concept questions (02.q1 to 02.q2): each with its answer, the reason it
+"""Notebook 02's concept questions (02.q1 to 02.q2) and its prediction (02.p1): each with its answer, the reason it
 is right, what each wrong answer misses, and hints.
 
 Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.attention`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``.
@@ -71,3 +71,49 @@ REPEATED_TOKEN = Question(
 )
 
 QUESTIONS = (WEIGHTS_MEMORY, REPEATED_TOKEN)
+
+TIED_PREVIOUS_TOKEN = Question(
+    exercise_id="02.p1",
+    title="how tied query and key maps (W_Q = W_K) spread a token's weight after training towards its predecessor",
+    choices=(
+        "almost all of it on the previous token, as separate maps do",
+        "as much on the next token as on the previous one, and at least as much on itself",
+        "about half on the previous token and half on the next, almost none on itself",
+        "evenly over all six tokens: training gets nowhere",
+    ),
+    answer="b",
+    explanation=(
+        "tied maps make the score matrix a Gram matrix, S = (XW)(XW)^T: symmetric and positive semidefinite. "
+        "The best tied map for the whole cycle is a symmetric circulant one (average any tied map over the six "
+        "cyclic relabellings: the loss is convex, so it does not get worse): there every token scores its "
+        "previous and its next token alike, and itself at least as high, since |S_ts| <= sqrt(S_tt S_ss). "
+        "Training reaches it: 0.22 on each neighbour, 0.39 on the token itself."
+    ),
+    wrong=(
+        (
+            "a",
+            "a tied map can send a few tokens to their predecessor, but not all six: summed over the cycle, "
+            "S_tt + S_(t-1)(t-1) >= 2 S_t(t-1) for a Gram matrix, so the tokens score themselves at least as "
+            "high as their predecessors, and the best tied loss is at least log 3.",
+        ),
+        (
+            "c",
+            "a token's score with itself is |q_t|^2, and by Cauchy-Schwarz q_t . q_s <= |q_t| |q_s|: in the "
+            "best tied map, whose queries all have one length, no other token outscores the token itself.",
+        ),
+        (
+            "d",
+            "the loss still falls: tied maps can raise the scores of both neighbours together, away from the "
+            "three tokens that are neither.",
+        ),
+    ),
+    hints=(
+        "with W_Q = W_K the score of t with s is q_t . q_s. What does that make of score(t, t - 1) and "
+        "score(t - 1, t), and of a token's score with itself?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (TIED_PREVIOUS_TOKEN,)
