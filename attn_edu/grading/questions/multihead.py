@@ -97,3 +97,41 @@ GQA_HEAD = Question(
 )
 
 QUESTIONS = (GQA_CACHE, HEADS_AND_PARAMETERS, GQA_HEAD)
+
+# Asked in course/05_multi_head.ipynb before the cell that measures it (section 1).
+WIDE_HEAD_READOUT = Question(
+    exercise_id="05.p1",
+    title="the read-out errors of one head twice as wide, with half its weight on each of two tokens",
+    choices=(
+        "about 0 on both: its 2C value channels have room for both vectors",
+        "about 0.5 on each, as for the head of width C",
+        "0 on one and 1 on the other: the head keeps one vector only",
+    ),
+    answer="b",
+    explanation=(
+        "the head returns (0.5 x_(t-1) + 0.5 x_0) W^V: however wide W^V is, it maps one average, the sum of "
+        "the two vectors, and a sum does not say which part came from which token. Width adds channels, not "
+        "patterns: two heads, one pattern each, recover both exactly."
+    ),
+    wrong=(
+        (
+            "a",
+            "the value map is applied to each token before the weighted sum, so the output is W^V applied to "
+            "one average of the two vectors; more channels give more copies of that average, never its parts.",
+        ),
+        (
+            "c",
+            "the weights are half and half, so neither token is dropped: both vectors are in the output, "
+            "added together, and each is recovered only halfway.",
+        ),
+    ),
+    hints=(
+        "write the head's output as (sum over s of w_s x_s) W^V. Which x's survive, and can any map after it "
+        "separate them?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (WIDE_HEAD_READOUT,)
