@@ -96,3 +96,34 @@ FAR_BUCKET = Question(
 )
 
 QUESTIONS = (SELF_SIMILARITY, OFFSET_SYMMETRY, FAR_BUCKET)
+
+# Asked in course/06_positional_encodings.ipynb before the length test runs (section 6).
+SINUSOIDAL_BEYOND = Question(
+    exercise_id="06.p1",
+    title="the sinusoidal model's accuracy at positions 16 to 63, after training on 16 tokens",
+    choices=(
+        "close to 1, as inside the training length: a shift is the same rotation M_k at every position",
+        "far lower than inside: the model was never trained on the encodings of those positions",
+        "no answer at all: the sinusoidal table stops at the training length, like a learned one",
+    ),
+    answer="b",
+    explanation=(
+        "the table has a row for every position, and M_k is the same everywhere, but the layer learned its "
+        "weights on the vectors of positions 0 to 15 only. Positions 16 to 63 add vectors it never saw to the "
+        "token embeddings, and nothing forces what it learned to carry over to them."
+    ),
+    wrong=(
+        (
+            "a",
+            "M_k makes a shift *expressible* at every position; it does not make the trained weights "
+            "read the new position vectors the way they read the trained ones.",
+        ),
+        ("c", "sinusoidal_encoding computes a row for any position: the formula has no last row."),
+    ),
+    hints=("which vectors did the layer see while it was trained, and which does it meet at position 40?",),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (SINUSOIDAL_BEYOND,)
