@@ -1,7 +1,8 @@
-"""Notebook 07's concept questions (07.q1 to 07.q3): each with its answer, the reason it
-is right, what each wrong answer misses, and hints.
+"""Notebook 07's concept questions (07.q1 to 07.q3) and the prediction its course notebook asks
+(07.p1): each with its answer, the reason it is right, what each wrong answer misses, and hints.
 
-Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.rope`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``.
+Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.rope`; :mod:`attn_edu.grading.registry`
+collects ``QUESTIONS`` and ``PREDICTIONS``.
 """
 
 from __future__ import annotations
@@ -104,3 +105,42 @@ WRONG_LAYOUT = Question(
 )
 
 QUESTIONS = (WRAPPED_PAIRS, SAME_OFFSET, WRONG_LAYOUT)
+
+# Asked in course/07_rope.ipynb before the cell that draws the trained model's loss by position (section 8).
+PI_INSIDE_L = Question(
+    exercise_id="07.p1",
+    title="what position interpolation does to a trained model's loss inside its training length",
+    choices=(
+        "about the same as with no scaling: the first L positions need no stretching",
+        "a little worse, a tenth of a nat or so: neighbouring characters are slightly blurred",
+        "worse than a bigram model, which reads only the character before",
+    ),
+    answer="c",
+    explanation=(
+        "PI divides every frequency by s = 4 at every distance, not only past L: pair 0 turns a quarter radian "
+        "per character instead of one, so even the angle between neighbours is one the weights never met. The "
+        "model loses track of which character came where: just before L its loss rises from about 1.35 nats per "
+        "character to over 3, worse than the bigram model's 2.32."
+    ),
+    wrong=(
+        (
+            "a",
+            "PI changes the frequencies, and so the angle of every distance, not only of those past L: a "
+            "neighbour one character back now sits at a quarter of the angle the model learned.",
+        ),
+        (
+            "b",
+            "a character model reads order through its fast pairs, and PI slows every one of them four times: "
+            "no relative angle inside L is the one training showed. The cost is more than a nat.",
+        ),
+    ),
+    hints=(
+        "PI turns position m by θ_i / s. What angle separates two neighbouring characters in pair 0, before and "
+        "after?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (PI_INSIDE_L,)
