@@ -90,3 +90,43 @@ MIXING_FLOPS = Question(
 )
 
 QUESTIONS = (SWIGLU_WIDTH, ZERO_SUBLAYERS, MIXING_FLOPS)
+
+# Asked in course/08_transformer_blocks.ipynb before the cell that measures it (section 2).
+NORM_WITHOUT_SKIPS = Question(
+    exercise_id="08.p1",
+    title="the first block's gradient in a 16-block stack with LayerNorm but no residual connections",
+    choices=(
+        "it vanishes, like the plain stack's: a tiny fraction of what a single block gets",
+        "it stays within a factor of 10 of what a single block gets",
+        "it explodes: thousands of times what a single block gets",
+    ),
+    answer="b",
+    explanation=(
+        "a LayerNorm in front of every sub-layer rescales whatever reaches it to variance 1, and its backward "
+        "pass divides by the same scale: a factor that shrank the signal gives the gradient back what it took. "
+        "So the gradient stays in range without skips (the measured values move between about 100 and 400). "
+        "A gradient of the right size is not yet a stack that learns: trained on section 6's task, these "
+        "stacks stay at chance from 4 blocks on."
+    ),
+    wrong=(
+        (
+            "a",
+            "the plain stack vanishes because nothing restores the scale of its signal; here a LayerNorm in "
+            "front of every sub-layer sets the scale back to 1, block after block.",
+        ),
+        (
+            "c",
+            "an explosion needs each block to stretch the signal, block after block; with the default "
+            "weights the blocks shrink it, and each LayerNorm sets its scale back to 1.",
+        ),
+    ),
+    hints=(
+        "the plain stack loses its scale block by block. What does a LayerNorm do to the scale of whatever "
+        "reaches it?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (NORM_WITHOUT_SKIPS,)
