@@ -77,3 +77,41 @@ CROSS_ATTENTION_READS = Question(
 )
 
 QUESTIONS = (MASKED_COUNT, SPAN_LENGTH, CROSS_ATTENTION_READS)
+
+# Asked in course/09_architectures.ipynb before the cell that counts it (section 6).
+HEADS_AND_PARAMETERS = Question(
+    exercise_id="09.p1",
+    title="the parameter count of GPT-2 small rebuilt with 24 heads of 32 instead of 12 heads of 64",
+    choices=(
+        "it grows: every head has its own W^Q, W^K and W^V",
+        "it stays exactly the same",
+        "it shrinks: each head is half as wide",
+    ),
+    answer="b",
+    explanation=(
+        "W^Q, W^K, W^V and W^O are each C × C (plus a bias of C) however C is split into heads: the heads cut "
+        "the columns of one projection into groups, they add no matrix. With C fixed, 12 × 64 and 24 × 32 give "
+        "the same 124,439,808 parameters."
+    ),
+    wrong=(
+        (
+            "a",
+            "each head's W^Q is a slice of one C × C matrix: twice the heads means slices half as wide, not "
+            "more matrices.",
+        ),
+        (
+            "c",
+            "each head is half as wide, but there are twice as many of them: together they still fill the "
+            "same C columns.",
+        ),
+    ),
+    hints=(
+        "write the shape of W^Q for the whole layer, then the shape of one head's slice of it.",
+        "which of C, L, V and the number of heads appear in the block's 12C² + 13C?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (HEADS_AND_PARAMETERS,)
