@@ -1,4 +1,4 @@
-"""Notebook 10's concept questions (10.q1 to 10.q3): each with its answer, the reason it
+"""Notebook 10's concept questions (10.q1 to 10.q3) and its prediction (10.p1): each with its answer, the reason it
 is right, what each wrong answer misses, and hints.
 
 Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.kv_cache`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``.
@@ -110,3 +110,45 @@ BATCHING = Question(
 )
 
 QUESTIONS = (CACHE_OF_LLAMA_3, NUCLEUS, BATCHING)
+
+# Asked in course/10_kv_cache.ipynb before the cell that computes it (section 6).
+CACHE_OUTWEIGHS_WEIGHTS = Question(
+    exercise_id="10.p1",
+    title="from how many tokens the KV cache of one Llama-2-7B sequence outweighs the model's weights",
+    choices=(
+        "never: a few vectors per token stay small beside 6.7 billion weights",
+        "about a million tokens",
+        "about 26 thousand tokens",
+        "about 2 thousand tokens",
+    ),
+    answer="c",
+    explanation=(
+        "a token stores a key and a value of 32 heads × 128 dims in each of the 32 layers: "
+        "32 × 32 × 128 × 2 × 2 bytes = 512 KiB per token. The weights take 2 × 6.74e9 bytes = 12.6 GiB, "
+        "and 12.6 GiB / 512 KiB ≈ 25,700 tokens."
+    ),
+    wrong=(
+        (
+            "a",
+            "the cache grows with every token and never stops: it only has to be long enough. Count the "
+            "numbers one token stores, in every layer.",
+        ),
+        (
+            "b",
+            "one token stores more than one vector: a key and a value per head, in every one of the 32 layers, "
+            "262,144 numbers in all.",
+        ),
+        (
+            "d",
+            "2,000 tokens take about 1 GiB of cache: large, but still well below the 12.6 GiB of weights.",
+        ),
+    ),
+    hints=(
+        "bytes per token = layers × H_kv × D × 2 (K and V) × 2 bytes; divide the weights' bytes by that.",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (CACHE_OUTWEIGHS_WEIGHTS,)
