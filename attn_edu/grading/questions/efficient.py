@@ -1,7 +1,8 @@
-"""Notebook 11's concept questions (11.q1 to 11.q3): each with its answer, the reason it
-is right, what each wrong answer misses, and hints.
+"""Notebook 11's concept questions (11.q1 to 11.q3) and the prediction its course notebook asks (11.p1): each
+with its answer, the reason it is right, what each wrong answer misses, and hints.
 
-Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.efficient`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``.
+Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.efficient`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``
+and ``PREDICTIONS``.
 """
 
 from __future__ import annotations
@@ -88,3 +89,41 @@ CAPACITY = Question(
 )
 
 QUESTIONS = (RECEPTIVE_FIELD, LINEAR_STATE, CAPACITY)
+
+# Asked in course/11_efficient_attention.ipynb before the cell that counts it (section 4).
+MASK_FLOPS = Question(
+    exercise_id="11.p1",
+    title="the FLOPs of the reference attention given a causal window mask that keeps 6 % of the pairs",
+    choices=(
+        "about 6 % of the FLOPs without the mask: the share of the pairs it keeps",
+        "exactly as many as without the mask",
+        "more than twice as many: the mask is a second (T, S) matrix to multiply by",
+    ),
+    answer="b",
+    explanation=(
+        "the reference computes every score q_t · k_s first (q kᵀ and then P v, 4 n² d FLOPs either way) and "
+        "only then replaces the hidden scores by -inf: a mask decides which scores count, not which are "
+        "computed. Only a kernel that never computes the hidden blocks saves the work."
+    ),
+    wrong=(
+        (
+            "a",
+            "the 6 % is what the window keeps, but when is the mask applied: before q kᵀ computes the "
+            "scores, or after all n² of them exist?",
+        ),
+        (
+            "c",
+            "the mask is not multiplied in: masked_fill puts -inf in the hidden places, an elementwise "
+            "step, not a matrix product.",
+        ),
+    ),
+    hints=(
+        "in what order does the reference work: compute the scores and then mask them, or the other way "
+        "round?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (MASK_FLOPS,)
