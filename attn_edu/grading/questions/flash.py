@@ -1,4 +1,4 @@
-"""Notebook 12's concept questions (12.q1 to 12.q3): each with its answer, the reason it
+"""Notebook 12's concept questions (12.q1 to 12.q3) and its prediction (12.p1): each with its answer, the reason it
 is right, what each wrong answer misses, and hints.
 
 Course prose kept as data beside the checks of :mod:`attn_edu.grading.checks.flash`; :mod:`attn_edu.grading.registry` collects ``QUESTIONS``.
@@ -100,3 +100,43 @@ PADDING = Question(
 )
 
 QUESTIONS = (CAUSAL_TILES, RESCALE, PADDING)
+
+# Asked in course/12_flash_attention.ipynb before the cell that computes it (section 3).
+FORGOTTEN_RESCALE = Question(
+    exercise_id="12.p1",
+    title="what the weights of an online softmax that forgets the rescale sum to",
+    choices=(
+        "exactly 1, since they are divided by a sum",
+        "more than 1",
+        "less than 1",
+        "NaN",
+    ),
+    answer="c",
+    explanation=(
+        "a term added before the maximum grew was measured against a maximum that was too small, so it is too big "
+        "by exp(m_new - m_old) > 1, and so is the running sum l_i. The numerators exp(x - m_i) use the final "
+        "maximum, so they add up to the true sum; divided by a sum that is too big, the weights add up to less "
+        "than 1 (0.62 on the notebook's ten scores)."
+    ),
+    wrong=(
+        (
+            "a",
+            "they are divided by l_i, but l_i is no longer the sum of the numerators exp(x - m_i): its early "
+            "terms were computed with an older, smaller maximum.",
+        ),
+        (
+            "b",
+            "the early terms of l_i are too big, not too small: a smaller maximum makes exp(x - m) larger. What "
+            "does a denominator that is too big do to the weights?",
+        ),
+        ("d", "every maximum here is finite, so no exp(-inf - (-inf)) appears: nothing is 0/0."),
+    ),
+    hints=(
+        "compare one early term of l_i, exp(x - m_old), with what it should be at the end, exp(x - m_final).",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (FORGOTTEN_RESCALE,)
