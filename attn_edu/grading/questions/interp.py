@@ -102,3 +102,43 @@ UNIFORM_NOT_ABLATED = Question(
 )
 
 QUESTIONS = (INDUCTION_TARGET, REDUNDANT_HEADS, UNIFORM_NOT_ABLATED)
+
+# Asked in course/13_interpretability.ipynb before the cell that measures it (section 4).
+EDGE_OF_TRAINING = Question(
+    exercise_id="13.p1",
+    title="the loss at the last three positions of 24 random tokens repeated once, for a model trained on n = 8 to 24",
+    choices=(
+        "as low as on the rest of the second copy: n = 24 is one of the training lengths",
+        "about log V = 4.16: where copying fails, the model guesses",
+        "well above log V",
+    ),
+    answer="c",
+    explanation=(
+        "about 7 nats, worse than a uniform guess. The layer-0 heads find position t - 1 through the learned position "
+        "table, and they stop doing so from about query 21 on: only the lengths n = 22 to 24, 3 of the 17 that "
+        "training drew from, put position 21 or later in a first copy. Predicting positions 45 to 47 needs keys 21 "
+        "to 23 marked; nothing marks them, so the induction heads attend elsewhere and copy a wrong token with "
+        "confidence."
+    ),
+    wrong=(
+        (
+            "a",
+            "a learned position table knows each position only in the roles training gave it: how often was "
+            "position 23 inside a first copy, where the induction heads look for their keys?",
+        ),
+        (
+            "b",
+            "a model that fails need not be unsure: its induction heads still attend sharply somewhere, and copy "
+            "whatever token they find there.",
+        ),
+    ),
+    hints=(
+        "n = 24 was drawn in training, but think of positions rather than lengths: to predict positions 45 to 47 the "
+        "induction heads must find keys 21 to 23. What marks those keys, and where did training ask for it?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (EDGE_OF_TRAINING,)
