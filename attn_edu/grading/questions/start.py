@@ -55,7 +55,9 @@ RESTING_PLACE = Question(
         ),
         ("d", "an evenly spread row would be one flat colour; this head's rows have a few bright cells."),
     ),
-    hints=("the weights of a row must add up to 1: where can a word put them when no other word matters to it?",),
+    hints=(
+        "the weights of a row must add up to 1: where can a word put them when no other word matters to it?",
+    ),
     points=0,
     minutes=1,
 )
