@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "course").glob("*.ipynb"))
 
 # Notebooks whose core has not been reshaped yet (claims, predictions, mentions of the tests).
-PENDING: set[str] = {"01", "03"}
+PENDING: set[str] = set()
 
 MENTION = re.compile(
     r"nbval|\bpytest\b|\btests?/|test suite|\bmake test\b|another CPU|other CPUs|CPU configurations?"

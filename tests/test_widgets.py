@@ -721,3 +721,24 @@ def test_norm_explorer_rejects_bad_input():
         widgets.norm_explorer(B=1)
     with pytest.raises(ValueError, match="C"):
         widgets.norm_explorer(C=0)
+
+
+def test_soft_lookup_explorer_on_unit_keys_is_the_dot_product_lookup_at_half_the_temperature():
+    """-‖q - k‖²/τ = (2 q·k - ‖q‖² - 1)/τ for unit keys: the terms shared by every key cancel in the softmax
+    (notebook 01, section 9)."""
+    from attn_edu import retrieval
+
+    angles = torch.tensor([0.0, 0.5, 1.0, 1.5]) * math.pi  # four unit keys: east, north, west, south
+    keys = torch.stack([angles.cos(), angles.sin()], dim=-1)  # (S, 2)
+    values = torch.tensor([9.0, 4.0, 16.0, 20.0])
+    ex = widgets.soft_lookup_explorer(keys, values)
+    for tau in (0.01, 0.5, 10.0):
+        ex.set(query=0.3, query_y=0.8, temperature=tau)
+        q = ex.state["query"][None]  # (T, D) = (1, 2)
+        torch.testing.assert_close(
+            ex.state["weights"], retrieval.soft_lookup_weights(q, keys, temperature=tau / 2)[0]
+        )
+        torch.testing.assert_close(
+            ex.state["output"].reshape(1),
+            retrieval.nadaraya_watson(q, keys, values, bandwidth=math.sqrt(tau / 2)),
+        )

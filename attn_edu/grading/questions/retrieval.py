@@ -108,3 +108,34 @@ ADDITIVE_MEMORY = Question(
 )
 
 QUESTIONS = (SOFT_ANSWER, DUPLICATED_ENTRY, ADDITIVE_MEMORY)
+
+# Asked in course/01_soft_retrieval.ipynb before the temperature sweep (section 3).
+HOT_LOOKUP = Question(
+    exercise_id="01.p1",
+    title="the soft lookup's answer as the temperature grows very large",
+    choices=(
+        "the value of the best-matching key, as the hard lookup gives",
+        "the average of the values",
+        "0 °C: every weight shrinks towards 0",
+        "it blows up: the scores are divided by a huge number",
+    ),
+    answer="b",
+    explanation=(
+        "dividing by a huge temperature shrinks every score towards 0, and exp(0) = 1 for every key: after the "
+        "softmax each of the S keys gets weight 1/S, so the answer is the plain average of the values."
+    ),
+    wrong=(
+        (
+            "a",
+            "that is the other end: a small temperature blows the gaps up and the best key takes the weight.",
+        ),
+        ("c", "the weights always sum to 1, whatever the temperature: they cannot all shrink to 0."),
+        ("d", "the scores get smaller, not larger, and the softmax of small numbers is well behaved."),
+    ),
+    hints=("what is exp(score / temperature) for every key when the temperature is enormous?",),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (HOT_LOOKUP,)

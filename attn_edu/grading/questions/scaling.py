@@ -64,3 +64,39 @@ SATURATION = Question(
 )
 
 QUESTIONS = (VARIANCE_OF_A_SCORE, SATURATION)
+
+# Asked in course/03_scaling_variance.ipynb before the sweep over d_k (section 2).
+ONE_HOT_AT_1024 = Question(
+    exercise_id="03.p1",
+    title="the mean largest weight of a row of 16 unscaled softmax weights at d_k = 1024",
+    choices=(
+        "about 1/16 = 0.06, as for equal scores",
+        "about 0.25, as for the scaled scores",
+        "above 0.9: the row is nearly one-hot",
+    ),
+    answer="c",
+    explanation=(
+        "unscaled scores have standard deviation sqrt(1024) = 32, so the best key's score is typically tens of "
+        "units above the runner-up's, and e^(tens) leaves the others almost nothing: the softmax acts as an "
+        "argmax before the model has learnt anything."
+    ),
+    wrong=(
+        (
+            "a",
+            "equal weights need equal scores; with d_k = 1024 the unscaled scores are spread over tens of units.",
+        ),
+        (
+            "b",
+            "that is what the scaled scores give at every d_k: their variance is 1. Without the scale the variance "
+            "is d_k = 1024.",
+        ),
+    ),
+    hints=(
+        "how large is a typical unscaled score when Var(q · k) = d_k = 1024, and what does exp do to gaps that size?",
+    ),
+    points=0,
+    difficulty=1,
+    minutes=1,
+)
+
+PREDICTIONS = (ONE_HOT_AT_1024,)
