@@ -464,6 +464,104 @@ def test_plot_curves_rejects_bad_input(x, ys, kwargs, match):
         viz.plot_curves(x, ys, xlabel="x", ylabel="y", **kwargs)
 
 
+def test_plot_against_derivation_draws_each_measurement_as_markers_in_the_colour_of_its_dashed_derivation():
+    d_ks = [1, 4, 16]
+    pairs = {
+        "Var(q·k)": ([1.1, 3.8, 16.5], d_ks),
+        "Var(q·k/√d_k)": (torch.tensor([1.1, 0.95, 1.03]), [1, 1, 1]),
+    }
+    fig = viz.plot_against_derivation(d_ks, pairs, xlabel="d_k", ylabel="variance", logx=True, logy=True)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == [
+        "Var(q·k), measured",
+        "Var(q·k), derived",
+        "Var(q·k/√d_k), measured",
+        "Var(q·k/√d_k), derived",
+    ]
+    for name, (measured, derived) in pairs.items():
+        dots, dashes = lines[f"{name}, measured"], lines[f"{name}, derived"]
+        np.testing.assert_allclose(dots.get_ydata(), np.asarray(measured, dtype=float))
+        np.testing.assert_allclose(dashes.get_ydata(), derived)
+        assert (dots.get_linestyle(), dashes.get_linestyle()) == ("None", "--")
+        assert dots.get_marker() == "o" and dashes.get_marker() in (None, "None")
+        assert matplotlib.colors.same_color(dots.get_color(), dashes.get_color())
+    first, second = (lines[f"{name}, measured"].get_color() for name in pairs)
+    assert not matplotlib.colors.same_color(first, second)
+    assert (ax.get_xscale(), ax.get_yscale(), ax.get_ylabel()) == ("log", "log", "variance")
+
+
+@pytest.mark.parametrize(
+    ("pairs", "match"),
+    [
+        ({}, r"pairs: expected a non-empty dict"),
+        ({"a": [1.0, 2.0, 3.0]}, r"pairs\['a'\]: expected a pair \(measured, derived\)"),
+        ({"a": ([1.0, 2.0], [1.0, 2.0])}, r"ys\['a, measured'\]: expected shape \(N\) with N=3"),
+    ],
+)
+def test_plot_against_derivation_rejects_bad_input(pairs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_against_derivation([1, 2, 3], pairs, xlabel="x", ylabel="y")
+
+
+def test_plot_curve_panels_draws_each_panel_as_plot_curves_does_and_keeps_one_colour_per_name():
+    x = [1, 2, 4]
+    runs = [[2.0, 1.0, 0.5], [3.0, 1.5, 0.2], [2.5, 2.0, 0.1]]  # three seeds
+    panels = {
+        "max weight": {"unscaled": [0.3, 0.6, 0.9]},  # "unscaled" first here, second on the right
+        "entropy (nats)": {"scaled": [2.4, 2.3, 2.3], "unscaled": runs},
+    }
+    fig = viz.plot_curve_panels(
+        x, panels, xlabel="d_k", logx=True, references={"entropy (nats)": (math.log(16), "uniform row")}
+    )
+    left, right = fig.axes
+    assert [ax.get_ylabel() for ax in fig.axes] == list(panels)
+    assert all(ax.get_xlabel() == "d_k" and ax.get_xscale() == "log" for ax in fig.axes)
+    for ax, curves in zip(fig.axes, panels.values()):
+        peer = viz.plot_curves(x, curves, xlabel="d_k", ylabel="y", logx=True)  # the same curves, alone
+        for ours, theirs in zip(ax.get_lines(), peer.axes[0].get_lines()):
+            assert ours.get_label() == theirs.get_label()
+            np.testing.assert_allclose(ours.get_ydata(), theirs.get_ydata())
+        assert len(ax.collections) == len(peer.axes[0].collections)  # the runs' band
+        plt.close(peer)
+    (unscaled_left,) = left.get_lines()
+    scaled, unscaled_right, reference = right.get_lines()
+    assert matplotlib.colors.same_color(unscaled_left.get_color(), unscaled_right.get_color())
+    assert not matplotlib.colors.same_color(scaled.get_color(), unscaled_right.get_color())
+    assert reference.get_label() == "uniform row" and reference.get_linestyle() == ":"
+    np.testing.assert_allclose(reference.get_ydata(), [math.log(16)] * 2)
+    assert "uniform row" in [t.get_text() for t in right.get_legend().get_texts()]
+
+
+def test_plot_curve_panels_styles_a_name_in_every_panel_and_titles_the_figure():
+    panels = {"loss": {"a": [1, 2], "b": [2, 1]}, "entropy": {"a": [0, 1], "b": [1, 0]}}
+    fig = viz.plot_curve_panels(
+        [0, 1], panels, xlabel="step", styles={"b": {"linestyle": "--", "color": "black"}}, title="two runs"
+    )
+    for ax in fig.axes:
+        a, b = ax.get_lines()
+        assert a.get_linestyle() == "-" and b.get_linestyle() == "--"
+        assert matplotlib.colors.same_color(b.get_color(), "black")
+    assert fig.get_suptitle() == "two runs"
+
+
+@pytest.mark.parametrize(
+    ("panels", "kwargs", "match"),
+    [
+        ({}, {}, r"panels: expected a non-empty dict"),
+        ({"y": {}}, {}, r"panels\['y'\]: expected a non-empty dict \{name: values\}"),
+        ({"y": {"a": [1, 2]}}, {"references": {"z": (1.0, "one")}}, r"references: expected .* got \['z'\]"),
+        ({"y": {"a": [1, 2]}}, {"styles": {"b": {"color": "red"}}}, r"styles: expected .* got \['b'\]"),
+        ({"y": {"a": [1, 2, 3]}}, {}, r"ys\['a'\]: expected shape \(N\) with N=2"),
+    ],
+)
+def test_plot_curve_panels_rejects_bad_input_and_leaves_no_figure(panels, kwargs, match):
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=match):
+        viz.plot_curve_panels([1, 2], panels, xlabel="x", **kwargs)
+    assert plt.get_fignums() == before
+
+
 def test_plot_histograms_counts_on_shared_bins():
     a = torch.rand(50, generator=torch.Generator().manual_seed(1))
     b = torch.rand(5, 6, generator=torch.Generator().manual_seed(2)) * 2  # any shape, flattened
@@ -557,6 +655,87 @@ def test_plot_soft_lookup_rejects_bad_input(args, match):
         viz.plot_soft_lookup(*args)
 
 
+# ---------------------------------------------------------------------------------------------------
+# plot_kernel_regression, plot_alignment
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plot_kernel_regression_draws_the_training_points_the_truth_and_each_predictor():
+    x_train = torch.tensor([0.0, 0.4, 1.1, 2.0])
+    y_train = torch.tensor([1.0, -0.5, 0.3, 2.0])
+    x_query = torch.linspace(0, 2, 9)
+    predictions = {"narrow": torch.sin(x_query), "wide": torch.full((9,), float(y_train.mean()))}
+    fig = viz.plot_kernel_regression(x_query, predictions, x_train, y_train, truth=x_query**2, title="NW")
+    (ax,) = fig.axes
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), torch.stack((x_train, y_train), 1).numpy())
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["true function", "narrow", "wide"]
+    for name, curve in {"true function": x_query**2, **predictions}.items():
+        np.testing.assert_allclose(lines[name].get_xdata(), x_query.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(lines[name].get_ydata(), curve.numpy(), rtol=1e-6)
+    assert lines["true function"].get_linestyle() == "--"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][0] == "training points (keys, values)"
+    assert ax.get_title() == "NW"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((torch.rand(5), {"a": torch.rand(4)}, torch.rand(3), torch.rand(3)), {}, r"predictions\['a'\]"),
+        ((torch.rand(5), {}, torch.rand(3), torch.rand(3)), {}, "predictions: expected a non-empty mapping"),
+        ((torch.rand(5), {"a": torch.rand(5)}, torch.rand(3), torch.rand(2)), {}, r"y_train: expected shape"),
+        (
+            (torch.rand(5), {"a": torch.rand(5)}, torch.rand(3), torch.rand(3)),
+            {"truth": torch.rand(6)},
+            "truth",
+        ),
+    ],
+)
+def test_plot_kernel_regression_rejects_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_kernel_regression(*args, **kwargs)
+
+
+def test_plot_alignment_puts_every_snapshot_on_one_scale_with_both_sentences():
+    snapshots = softmax_rows(3, 4, 5)  # (N, T, S)
+    source, target = ["a", "grey", "fox", "runs", "<pad>"], ["un", "renard", "gris", "court"]
+    fig = viz.plot_alignment(snapshots, source_words=source, target_words=target, titles=["0", "15", "200"])
+    panels = heatmaps_of(fig)
+    assert [ax.get_title() for ax in panels] == ["0", "15", "200"] and len(fig.axes) == 4  # and a colour bar
+    for ax, weights in zip(panels, snapshots):
+        np.testing.assert_allclose(cells_of(ax), weights.numpy(), rtol=1e-6)
+        assert ax.images[0].get_clim() == (0.0, pytest.approx(float(snapshots.max())))
+        assert [label.get_text() for label in ax.get_xticklabels()] == source
+        assert not ax.texts  # several panels: the colour speaks
+    assert [label.get_text() for label in panels[0].get_yticklabels()] == target
+    assert not any(label.get_visible() for label in panels[1].get_yticklabels())
+    assert "source word" in fig.get_supxlabel() and "target word" in fig.get_supylabel()
+
+
+def test_plot_alignment_writes_the_weights_of_one_small_matrix():
+    weights = torch.tensor([[0.9, 0.1, 0.0], [0.0, 0.2, 0.8], [0.0, 0.7, 0.3]])
+    fig = viz.plot_alignment(
+        weights, source_words=["the", "black", "cat"], target_words=["le", "chat", "noir"]
+    )
+    ax = fig.axes[0]  # the heatmap, then its colour bar
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{w:.2f}" for w in weights.flatten().tolist())
+
+
+@pytest.mark.parametrize(
+    ("weights", "kwargs", "match"),
+    [
+        (torch.rand(3), {}, r"weights: expected shape \(T, S\) or \(N, T, S\)"),
+        (torch.rand(2, 3), {"source_words": ["a", "b"]}, r"source_words: expected S=3 labels"),
+        (torch.rand(2, 3), {"target_words": ["x"]}, r"target_words: expected T=2 labels"),
+        (torch.rand(2, 2, 3), {"titles": ["only one"]}, r"titles: expected one title per matrix \(N=2\)"),
+    ],
+)
+def test_plot_alignment_rejects_bad_input(weights, kwargs, match):
+    words = {"source_words": ["a", "b", "c"], "target_words": ["x", "y"], **kwargs}
+    with pytest.raises(ValueError, match=match):
+        viz.plot_alignment(weights, **words)
+
+
 def test_every_plot_returns_a_new_figure_and_opens_no_other():
     before = len(plt.get_fignums())
     figures = [
@@ -568,9 +747,13 @@ def test_every_plot_returns_a_new_figure_and_opens_no_other():
         viz.plot_rotation(torch.rand(2), [0.3]),
         viz.plot_curves([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y"),
         viz.plot_curves([1, 2], {"runs": [[1, 2], [2, 3]]}, xlabel="x", ylabel="y"),
+        viz.plot_against_derivation([1, 2], {"a": ([1, 2], [1, 2])}, xlabel="x", ylabel="y"),
+        viz.plot_curve_panels([1, 2], {"y": {"a": [1, 2]}, "z": {"a": [2, 1]}}, xlabel="x"),
         viz.plot_histograms({"a": [1, 2]}, xlabel="x"),
         viz.plot_distribution([1.0]),
         viz.plot_soft_lookup([0.0, 1.0], [1.0, 2.0], 0.5, [0.5, 0.5], 1.5),
+        viz.plot_kernel_regression([0.0, 1.0], {"a": [1.0, 2.0]}, [0.5], [1.5]),
+        viz.plot_alignment(softmax_rows(2, 2), source_words=["a", "b"], target_words=["x", "y"]),
     ]
     assert len({id(f) for f in figures}) == len(figures)
     assert len(plt.get_fignums()) == before + len(figures)

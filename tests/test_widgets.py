@@ -179,6 +179,17 @@ def test_scaling_temperature_flattens_and_figure_changes():
     assert "temperature 5" in ex.figure.axes[0].get_title()
 
 
+def test_scaling_a_high_temperature_spreads_even_the_unscaled_rows_at_d_k_1024():
+    ex = widgets.scaling_explorer()  # the notebook's explorer: 200 queries, 16 keys
+    ex.set(d_k=1024, temperature=1.0)
+    cold = dict(ex.state)
+    ex.set(temperature=10.0)
+    hot = dict(ex.state)
+    assert cold["entropy_unscaled"] < 0.1 * math.log(16) < cold["entropy_scaled"]  # saturated, scaled is not
+    assert hot["entropy_unscaled"] > 3 * cold["entropy_unscaled"]
+    assert hot["entropy_scaled"] > cold["entropy_scaled"]
+
+
 def test_scaling_rejects_bad_sizes():
     with pytest.raises(ValueError, match=r"num_keys: expected a positive int"):
         widgets.scaling_explorer(num_keys=0)

@@ -11,10 +11,11 @@ The files, by kind of figure in course order (import every name from here:
 ``from attn_edu import viz; viz.plot_heads(...)``)::
 
     common.py        input checks and the axes to draw on, shared by every file below
-    lookup.py        plot_soft_lookup                                            (nb 01)
-    heatmaps.py      plot_attention, plot_heads, plot_attention_panels, plot_mask, plot_score_bias,
-                     ANNOTATE_MAX_SIZE, MASK_COLORS                (nb 01, 02, 04-06, 09, 11-13)
-    measurements.py  plot_curves (one run or a band over runs), plot_histograms,
+    lookup.py        plot_soft_lookup, plot_kernel_regression                    (nb 01)
+    heatmaps.py      plot_attention, plot_heads, plot_attention_panels, plot_alignment, plot_mask,
+                     plot_score_bias, ANNOTATE_MAX_SIZE, MASK_COLORS    (nb 01, 02, 04-06, 09, 11-13)
+    measurements.py  plot_curves (one run or a band over runs), plot_against_derivation,
+                     plot_curve_panels, plot_histograms,
                      plot_distribution, plot_head_effects                        (nb 03, 05, 08, 10, ...)
     positions.py     plot_positional_encoding, plot_encoding_curves, plot_position_similarity,
                      plot_rotation, plot_relative_angles, plot_rope_frequencies,
@@ -32,17 +33,25 @@ matplotlib draws every figure; seaborn draws the histograms and the bands over r
 
 # In course order, as in the list above, not alphabetical.
 # isort: off
-from attn_edu.viz.lookup import plot_soft_lookup
+from attn_edu.viz.lookup import plot_soft_lookup, plot_kernel_regression
 from attn_edu.viz.heatmaps import (
     ANNOTATE_MAX_SIZE,
     MASK_COLORS,
     plot_attention,
     plot_heads,
     plot_attention_panels,
+    plot_alignment,
     plot_mask,
     plot_score_bias,
 )
-from attn_edu.viz.measurements import plot_curves, plot_distribution, plot_head_effects, plot_histograms
+from attn_edu.viz.measurements import (
+    plot_curves,
+    plot_against_derivation,
+    plot_curve_panels,
+    plot_distribution,
+    plot_head_effects,
+    plot_histograms,
+)
 from attn_edu.viz.positions import (
     plot_encoding_curves,
     plot_position_similarity,
@@ -69,14 +78,18 @@ from attn_edu.viz.induction import plot_loss_by_repeat, plot_training_loss
 
 __all__ = [
     "plot_soft_lookup",
+    "plot_kernel_regression",
     "ANNOTATE_MAX_SIZE",
     "MASK_COLORS",
     "plot_attention",
     "plot_heads",
     "plot_attention_panels",
+    "plot_alignment",
     "plot_mask",
     "plot_score_bias",
     "plot_curves",
+    "plot_against_derivation",
+    "plot_curve_panels",
     "plot_histograms",
     "plot_distribution",
     "plot_head_effects",

@@ -263,6 +263,63 @@ def plot_attention_panels(
     return fig
 
 
+def plot_alignment(
+    weights: torch.Tensor | np.ndarray,
+    *,
+    source_words: Sequence[Any],
+    target_words: Sequence[Any],
+    titles: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Which source word each written word read: a translator's cross-attention, labelled with both sentences.
+
+    Bahdanau et al. (2014, Fig. 3) drew their translator's weights this way: one row per word written (the
+    queries, ``T``), one column per source word read (the keys, ``S``); a diagonal where the two word orders
+    agree, a crossing where they differ. Several matrices (snapshots of one training run, say) stand in one row
+    of panels on one colour scale from 0, so a spread row and a sharp one compare by eye; the target words label
+    the first panel's rows. A single small matrix (at most ``ANNOTATE_MAX_SIZE`` a side) has its weights written
+    in its cells.
+
+    Shapes:
+        weights ``(T, S)`` or ``(N, T, S)``; source_words ``S`` labels; target_words ``T`` labels;
+        titles ``N`` strings.
+
+    Example:
+        >>> fig = plot_alignment(torch.eye(2)[[1, 0]], source_words=["white", "dog"], target_words=["chien", "blanc"])
+        >>> [label.get_text() for label in fig.axes[0].get_yticklabels()]
+        ['chien', 'blanc']
+        >>> plt.close(fig)
+    """
+    t = as_tensor("weights", weights)
+    if t.ndim not in (2, 3):
+        raise ValueError(f"weights: expected shape (T, S) or (N, T, S), got {tuple(t.shape)}")
+    data, sizes = as_numbers("weights", t if t.ndim == 3 else t[None], "N T S")
+    N, T, S = sizes["N"], sizes["T"], sizes["S"]
+    keys = token_labels("source_words", source_words, S, "S")
+    queries = token_labels("target_words", target_words, T, "T")
+    if titles is not None and (isinstance(titles, str) or len(titles) != N):
+        raise ValueError(f"titles: expected one title per matrix (N={N}), got {titles!r}")
+    width, height = _cell_size(T, S)
+    fig, axes = plt.subplots(
+        1, N, squeeze=False, figsize=(min(N * width + 1.0, 12.0), height + 0.5), layout="constrained"
+    )
+    limits = (0.0, _color_limits(data)[1])
+    annotate = N == 1 and max(T, S) <= ANNOTATE_MAX_SIZE
+    for n, ax in enumerate(axes[0]):
+        image = _draw_heatmap(ax, data[n], annotate=annotate, limits=limits)
+        _set_token_ticks(ax, queries, keys)
+        if n > 0:
+            ax.tick_params(labelleft=False)
+        if titles is not None:
+            ax.set_title(titles[n], fontsize=9)
+    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.8)
+    fig.supxlabel("source word read (key, S)")
+    fig.supylabel("target word written (query, T)")
+    if title is not None:
+        fig.suptitle(title)
+    return fig
+
+
 # ---------------------------------------------------------------------------------------------------
 # Masks
 # ---------------------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """Attention as a soft dictionary lookup: a query reads every value, weighted by how well keys match.
 
 Used by notebook 01 and its explorer. The output is ``Σ_s w_s · v_s``: Nadaraya–Watson kernel
-regression (1964), and the additive attention of Bahdanau et al. (2015).
+regression (1964, :func:`plot_kernel_regression`), and the additive attention of Bahdanau et al. (2015),
+whose trained weights align two sentences (:func:`attn_edu.viz.heatmaps.plot_alignment`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt  # noqa: F401 (the doctests close their figures)
 import numpy as np
@@ -99,6 +102,59 @@ def plot_soft_lookup(
         ax.set_ylabel("feature 1")
         ax.set_aspect("equal", adjustable="datalim")
     ax.legend(loc="best", fontsize=8)
+    if title is not None:
+        ax.set_title(title)
+    return fig
+
+
+def plot_kernel_regression(
+    x_query: torch.Tensor | np.ndarray | Sequence[float],
+    predictions: Mapping[str, torch.Tensor | np.ndarray | Sequence[float]],
+    x_train: torch.Tensor | np.ndarray | Sequence[float],
+    y_train: torch.Tensor | np.ndarray | Sequence[float],
+    *,
+    truth: torch.Tensor | np.ndarray | Sequence[float] | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Kernel regression as attention pooling: the training pairs, and each predictor's curve over the queries.
+
+    Nadaraya (1964) and Watson (1964) predict at a query ``x`` with ``Σ_i w_i(x) · y_i``, the weights a softmax
+    of a kernel score between ``x`` and each training input ``x_i``: the training inputs are the keys, their
+    targets the values. The training pairs ``(x_i, y_i)`` are drawn as points, each predictor as a curve, and
+    ``truth`` (the function the noisy targets came from), when given, as a dashed black line. The legend
+    stands outside the axes, where it hides no point.
+
+    Shapes:
+        x_query ``(T,)``, each prediction ``(T,)``, truth ``(T,)``; x_train, y_train ``(S,)``.
+
+    Example:
+        >>> x = torch.linspace(0, 1, 5)
+        >>> fig = plot_kernel_regression(x, {"average": torch.full((5,), 0.5)}, x, x, truth=x)
+        >>> len(fig.axes[0].get_lines()), len(fig.axes[0].collections)    # truth, one predictor; the points
+        (2, 1)
+        >>> plt.close(fig)
+    """
+    queries, sizes = as_numbers("x_query", x_query, "T")
+    inputs, train_sizes = as_numbers("x_train", x_train, "S")
+    targets, _ = as_numbers("y_train", y_train, "S", S=train_sizes["S"])
+    if not isinstance(predictions, Mapping) or not predictions:
+        raise ValueError(
+            "predictions: expected a non-empty mapping from a predictor's name to its (T,) curve"
+        )
+    curves = {
+        name: as_numbers(f"predictions[{name!r}]", y, "T", T=sizes["T"])[0] for name, y in predictions.items()
+    }
+    fig, ax = new_axes(ax, (8.0, 4.0))
+    ax.scatter(inputs, targets, s=12, color="black", alpha=0.5, label="training points (keys, values)")
+    if truth is not None:
+        true_curve, _ = as_numbers("truth", truth, "T", T=sizes["T"])
+        ax.plot(queries, true_curve, color="black", linestyle="--", linewidth=1.5, label="true function")
+    for name, curve in curves.items():
+        ax.plot(queries, curve, linewidth=1.8, label=name)
+    ax.set_xlabel("x (query)")
+    ax.set_ylabel("y")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title is not None:
         ax.set_title(title)
     return fig

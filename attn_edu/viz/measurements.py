@@ -123,6 +123,135 @@ def plot_curves(
     return fig
 
 
+def plot_against_derivation(
+    x: Sequence[float] | torch.Tensor | np.ndarray,
+    pairs: Mapping[str, tuple[Any, Any]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Measured points beside the curve a derivation predicts, one colour per quantity.
+
+    Each value of ``pairs`` is ``(measured, derived)`` for one quantity (``Var(q·k)`` measured over random
+    vectors, and ``d_k``, say): the measurement is drawn as markers without a line, labelled
+    ``"<name>, measured"``, the derivation as a dashed line without markers, ``"<name>, derived"``, both in the
+    quantity's colour (the default colour cycle, in the order given). Markers on their dashed line: the
+    derivation holds. Drawn by :func:`plot_curves`, whose checks apply.
+
+    Shapes:
+        x ``(N,)``; measured and derived ``(N,)`` each.
+
+    Example:
+        >>> fig = plot_against_derivation([1, 2, 4], {"Var(q·k)": ([1.1, 1.9, 4.2], [1, 2, 4])},
+        ...                               xlabel="d_k", ylabel="variance", logx=True)
+        >>> [(line.get_label(), line.get_linestyle()) for line in fig.axes[0].get_lines()]
+        [('Var(q·k), measured', 'None'), ('Var(q·k), derived', '--')]
+        >>> plt.close(fig)
+    """
+    if not isinstance(pairs, Mapping) or not pairs:
+        raise ValueError(
+            f"pairs: expected a non-empty dict {{name: (measured, derived)}}, got {type(pairs).__name__}"
+        )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ys, styles = {}, {}
+    for index, (name, pair) in enumerate(pairs.items()):
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValueError(
+                f"pairs[{name!r}]: expected a pair (measured, derived), got {type(pair).__name__}"
+            )
+        color = colors[index % len(colors)]
+        ys[f"{name}, measured"], ys[f"{name}, derived"] = pair
+        styles[f"{name}, measured"] = {"color": color, "linestyle": "none", "marker": "o", "markersize": 7}
+        styles[f"{name}, derived"] = {"color": color, "linestyle": "--", "marker": None}
+    return plot_curves(
+        x, ys, xlabel=xlabel, ylabel=ylabel, logx=logx, logy=logy, title=title, ax=ax, styles=styles
+    )
+
+
+def plot_curve_panels(
+    x: Sequence[float] | torch.Tensor | np.ndarray,
+    panels: Mapping[str, Mapping[str, Any]],
+    *,
+    xlabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    references: Mapping[str, tuple[float, str]] | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Side-by-side panels over one shared x axis, each showing one quantity (entropy, max weight...).
+
+    ``panels`` maps each panel's y label to its curves, ``{name: values}``, as :func:`plot_curves` takes
+    them (one curve, or runs drawn as their median and band). A curve name keeps one colour in every panel
+    (the default colour cycle, in order of first appearance), so "scaled" and "unscaled" read the same on the
+    left as on the right; ``styles`` overrides that per name. ``references`` maps a panel's y label to
+    ``(y, label)``: a dotted black line at ``y``, such as the entropy of a uniform row.
+
+    Shapes:
+        x ``(N,)``; each curve ``(N,)`` or ``(runs, N)``.
+
+    Example:
+        >>> panels = {"entropy (nats)": {"scaled": [2.4, 2.4], "unscaled": [2.2, 0.1]},
+        ...           "max weight": {"scaled": [0.2, 0.3], "unscaled": [0.3, 0.97]}}
+        >>> fig = plot_curve_panels([1, 1024], panels, xlabel="d_k", logx=True,
+        ...                         references={"entropy (nats)": (2.77, "uniform row")})
+        >>> [ax.get_ylabel() for ax in fig.axes]
+        ['entropy (nats)', 'max weight']
+        >>> [line.get_label() for line in fig.axes[0].get_lines()]
+        ['scaled', 'unscaled', 'uniform row']
+        >>> plt.close(fig)
+    """
+    if not isinstance(panels, Mapping) or not panels:
+        raise ValueError(
+            f"panels: expected a non-empty dict {{y label: {{name: values}}}}, got {type(panels).__name__}"
+        )
+    for ylabel, curves in panels.items():
+        if not isinstance(curves, Mapping) or not curves:
+            raise ValueError(
+                f"panels[{ylabel!r}]: expected a non-empty dict {{name: values}}, got {curves!r:.60}"
+            )
+    references = {} if references is None else references
+    if not isinstance(references, Mapping) or not set(references) <= set(panels):
+        unknown = sorted(set(references) - set(panels)) if isinstance(references, Mapping) else references
+        raise ValueError(
+            f"references: expected a dict {{y label: (y, label)}} over {list(panels)}, got {unknown}"
+        )
+    styles = {} if styles is None else styles
+    names = list(dict.fromkeys(str(name) for curves in panels.values() for name in curves))
+    if not isinstance(styles, Mapping) or not set(map(str, styles)) <= set(names):
+        unknown = sorted(set(map(str, styles)) - set(names)) if isinstance(styles, Mapping) else styles
+        raise ValueError(
+            f"styles: expected a dict {{curve name: line properties}} over {names}, got {unknown}"
+        )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    style_of = {
+        name: {"color": colors[i % len(colors)], **styles.get(name, {})} for i, name in enumerate(names)
+    }
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(5.5 * len(panels), 3.6), layout="constrained", squeeze=False
+    )
+    for ax, (ylabel, curves) in zip(axes[0], panels.items()):
+        panel_styles = {str(name): style_of[str(name)] for name in curves}
+        try:
+            plot_curves(
+                x, curves, xlabel=xlabel, ylabel=ylabel, logx=logx, logy=logy, ax=ax, styles=panel_styles
+            )
+        except ValueError:
+            plt.close(fig)  # a bad curve leaves no half-drawn figure behind
+            raise
+        if ylabel in references:
+            y, label = references[ylabel]
+            ax.axhline(float(y), color="black", linestyle=":", label=label)
+            ax.legend(fontsize=8)
+    if title is not None:
+        fig.suptitle(title)
+    return fig
+
+
 def plot_histograms(
     samples: Mapping[str, Sequence[float] | torch.Tensor | np.ndarray],
     *,
