@@ -176,6 +176,27 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None) -
     return sizes
 
 
+def check_sinks(sinks: object, batch: tuple[int, ...]) -> torch.Tensor:
+    """Check learned sink logits, one per head, for attention whose leading dims are ``batch`` = ``(..., H)``.
+
+    Returns them shaped ``(H, 1)``, ready to broadcast against a row statistic ``(..., H, T)``.
+
+    Example:
+        >>> check_sinks(torch.zeros(4), (2, 4)).shape
+        torch.Size([4, 1])
+    """
+    sinks = check_floating("sinks", check_tensor("sinks", sinks))
+    if not batch:
+        raise ValueError(
+            "sinks: one logit per head needs q of shape (..., H, T, D) with a head dim; q has no leading dims"
+        )
+    if sinks.ndim != 1 or sinks.shape[0] != batch[-1]:
+        raise ValueError(
+            f"sinks: expected shape (H,) = ({batch[-1]},), one logit per head, got {tuple(sinks.shape)}"
+        )
+    return sinks[:, None]
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Raise ``ValueError`` unless ``value`` is an int > 0 (``bool`` is refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

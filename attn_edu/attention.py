@@ -27,6 +27,7 @@ from attn_edu._validate import (
     check_qkv,
     check_scale,
     check_shape,
+    check_sinks,
 )
 from attn_edu.masks import causal_mask
 
@@ -82,6 +83,18 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Te
     return weights.to(scores.dtype)
 
 
+def _sink_softmax(scores: torch.Tensor, mask: torch.Tensor | None, sinks: torch.Tensor) -> torch.Tensor:
+    """The masked softmax with a learned sink: one more key, always visible, whose logit is ``sinks``.
+
+    ``sinks`` (checked, ``(H, 1)``) broadcasts against ``scores.shape[:-1]``. The sink's share of each row
+    is dropped after the softmax: it has no value to weigh, so the row's weights sum to less than 1.
+    """
+    sink = sinks.to(scores.dtype).expand(scores.shape[:-1])[..., None]  # (..., T, 1)
+    if mask is not None:  # the sink is visible to every query
+        mask = torch.cat([mask.expand(scores.shape), torch.ones_like(sink, dtype=torch.bool)], dim=-1)
+    return _masked_softmax(torch.cat([scores, sink], dim=-1), mask)[..., :-1]  # (..., T, S)
+
+
 def attention_weights(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -90,6 +103,7 @@ def attention_weights(
     is_causal: bool = False,
     scale: float | None = None,
     score_bias: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The attention matrix ``softmax(q kᵀ · scale)``: how much each query reads from each key.
 
@@ -99,11 +113,14 @@ def attention_weights(
     a row of zeros: the naive ``softmax([-inf, ..., -inf])`` would be ``0/0 = NaN``.
 
     ``score_bias`` is an optional float term added to the scaled scores before masking: the
-    relative-position bias of T5 or the distance penalty of ALiBi (notebook 06).
+    relative-position bias of T5 or the distance penalty of ALiBi (notebook 06). ``sinks`` (optional,
+    ``(H,)``) are learned sink logits, as in :func:`scaled_dot_product_attention`: each row then sums to
+    less than 1, the rest going to a sink that is not a column of the result.
 
     Shapes:
-        q ``(..., T, D)``, k ``(..., S, D)``, mask and score_bias broadcastable to ``(..., T, S)``;
-        returns ``(..., T, S)``. Leading dims of q and k must broadcast (e.g. ``(B, H)``).
+        q ``(..., T, D)``, k ``(..., S, D)``, mask and score_bias broadcastable to ``(..., T, S)``,
+        sinks ``(H,)`` for q ``(..., H, T, D)``; returns ``(..., T, S)``. Leading dims of q and k must
+        broadcast (e.g. ``(B, H)``).
 
     Example:
         >>> q = torch.tensor([[1.0, 0.0]]); k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
@@ -112,8 +129,8 @@ def attention_weights(
         >>> attention_weights(q, k, torch.tensor([[False, False]]))   # nothing visible: zeros
         tensor([[0., 0.]])
     """
-    scale = _check_inputs(q, k, None, mask, scale, score_bias)
-    return _weights(q, k, mask, is_causal, scale, score_bias)  # (..., T, S)
+    scale, sinks = _check_inputs(q, k, None, mask, scale, score_bias, sinks)
+    return _weights(q, k, mask, is_causal, scale, score_bias, sinks)  # (..., T, S)
 
 
 def _check_inputs(
@@ -123,8 +140,10 @@ def _check_inputs(
     mask: torch.Tensor | None,
     scale: float | None,
     score_bias: torch.Tensor | None,
-) -> float:
-    """The one check of an attention call's arguments, made by the public functions; returns the scale."""
+    sinks: torch.Tensor | None = None,
+) -> tuple[float, torch.Tensor | None]:
+    """The one check of an attention call's arguments, made by the public functions; returns the scale and
+    the sinks shaped ``(H, 1)`` (or None)."""
     sizes = check_qkv(q, k, v)
     scores_shape = (*sizes["batch"], sizes["T"], sizes["S"])
     if mask is not None:
@@ -132,7 +151,9 @@ def _check_inputs(
     if score_bias is not None:
         check_floating("score_bias", score_bias)
         check_broadcast("score_bias", tuple(score_bias.shape), scores_shape, "(..., T, S)")
-    return check_scale(scale, sizes["D"])
+    if sinks is not None:
+        sinks = check_sinks(sinks, sizes["batch"])  # (H, 1)
+    return check_scale(scale, sizes["D"]), sinks
 
 
 def _weights(
@@ -142,6 +163,7 @@ def _weights(
     is_causal: bool,
     scale: float,
     score_bias: torch.Tensor | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`attention_weights` once its arguments are checked: scores, bias, mask, softmax."""
     work = _compute_dtype(q.dtype)  # float32 for half precision
@@ -149,6 +171,8 @@ def _weights(
     if score_bias is not None:
         scores = scores + score_bias.to(work)  # (..., T, S)
     allowed = _allowed_positions(q, k, mask, is_causal)  # (..., T, S) or None
+    if sinks is not None:  # learned sink logits (gpt-oss): weight that goes to no value
+        return _sink_softmax(scores, allowed, sinks).to(q.dtype)  # (..., T, S)
     return _masked_softmax(scores, allowed).to(q.dtype)  # (..., T, S)
 
 
@@ -161,6 +185,7 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
     score_bias: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reference attention: ``softmax(q kᵀ · scale) v`` with ``scale = 1/sqrt(D)`` by default.
 
@@ -170,9 +195,16 @@ def scaled_dot_product_attention(
     combined: a key is visible only if both allow it. ``score_bias`` (optional, float) is added to
     the scaled scores, as in :func:`attention_weights`.
 
+    ``sinks`` (optional, ``(H,)``, float) are learned sink logits, one per head, as gpt-oss has them
+    (OpenAI, 2025): each row's softmax gets one more term ``exp(sinks[h])`` in its denominator, from a
+    key that carries no value. A head can then attend to nothing: its weights over the real keys sum to
+    ``1 - p_sink``, and a query that sees no key at all puts all its weight on the sink and returns zeros.
+    It makes explicit the attention sink a softmax model otherwise builds on its first token (Xiao et
+    al., 2024). The sinks are not scaled; they get gradients like any parameter.
+
     Shapes:
         q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``, mask and score_bias broadcastable
-        to ``(..., T, S)``; returns ``(..., T, Dv)``.
+        to ``(..., T, S)``, sinks ``(H,)`` for q ``(..., H, T, D)``; returns ``(..., T, Dv)``.
 
     Example:
         >>> q = torch.randn(2, 4, 5, 8); k = torch.randn(2, 4, 7, 8); v = torch.randn(2, 4, 7, 3)
@@ -182,8 +214,8 @@ def scaled_dot_product_attention(
         >>> torch.allclose(scaled_dot_product_attention(q, k, v), ref, atol=1e-6)
         True
     """
-    scale = _check_inputs(q, k, v, mask, scale, score_bias)
-    weights = _weights(q, k, mask, is_causal, scale, score_bias)  # (..., T, S)
+    scale, sinks = _check_inputs(q, k, v, mask, scale, score_bias, sinks)
+    weights = _weights(q, k, mask, is_causal, scale, score_bias, sinks)  # (..., T, S)
     work = _compute_dtype(v.dtype)
     return (weights.to(work) @ v.to(work)).to(v.dtype)  # (..., T, Dv)
 

@@ -16,7 +16,7 @@ The variable names (``m_i``, ``l_i``, ``acc``, ``lse``, ``q_block``, ``k_block``
 ``scores``, ``p``) are those of the Triton kernel in :mod:`attn_edu.kernels.triton_flash`, which
 follows this file line by line. Conventions are those of :mod:`attn_edu.attention`: boolean masks
 with ``True`` = may attend, bottom-right causal alignment, and zeros (never NaN) for a query that
-sees no key.
+sees no key. At a little over 600 lines it reads best whole: its sections are the kernel's, in order.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from attn_edu._validate import (
     check_qkv,
     check_scale,
     check_shape,
+    check_sinks,
 )
 from attn_edu.masks import causal_mask
 
@@ -220,6 +221,7 @@ def tiled_attention_forward(
     scale: float | None = None,
     block_q: int = 64,
     block_k: int = 64,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tiled attention forward pass; also returns the log-sum-exp the backward needs.
 
@@ -241,9 +243,15 @@ def tiled_attention_forward(
     ``mask`` (optional, bool, broadcastable to ``(..., T, S)``) is read one tile at a time.
     Accumulation is in float32; ``out`` is returned in the input dtype, ``lse`` in float32.
 
+    Learned sink logits (``sinks``, ``(H,)``, gpt-oss; see
+    :func:`attn_edu.attention.scaled_dot_product_attention`) change one line: the running statistics start
+    from the sink instead of from nothing, ``m_i = sink`` and ``l_i = 1`` (the sink's own ``exp(sink - m_i)``),
+    with nothing added to ``acc`` since the sink has no value. ``lse`` then includes the sink, and a query
+    with no visible key returns zeros with ``lse = sink``.
+
     Shapes:
-        q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)`` (leading dims broadcast);
-        returns out ``(..., T, Dv)`` and lse ``(..., T)``.
+        q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)`` (leading dims broadcast), sinks ``(H,)``
+        for q ``(..., H, T, D)``; returns out ``(..., T, Dv)`` and lse ``(..., T)``.
 
     Example:
         >>> q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
@@ -255,6 +263,9 @@ def tiled_attention_forward(
     """
     batch, scale = _check_inputs(q, k, v, mask, scale, block_q, block_k)
     T, S, Dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    sink = (
+        None if sinks is None else check_sinks(sinks, batch).float().expand(*batch, block_q)
+    )  # (..., block_q)
     q = q.expand(*batch, *q.shape[-2:])  # (..., T, D)
     k = k.expand(*batch, *k.shape[-2:])  # (..., S, D)
     v = v.expand(*batch, *v.shape[-2:])  # (..., S, Dv)
@@ -270,6 +281,8 @@ def tiled_attention_forward(
         m_i = torch.full((*batch, q_end - q_start), NEG_INF, device=q.device)  # (..., block_q)
         l_i = torch.zeros(*batch, q_end - q_start, device=q.device)  # (..., block_q)
         acc = torch.zeros(*batch, q_end - q_start, Dv, device=q.device)  # (..., block_q, Dv)
+        if sink is not None:  # a learned sink: the softmax starts from it (one term, no value)
+            m_i, l_i = sink[..., : q_end - q_start].clone(), torch.ones_like(l_i)
 
         # Inner loop over key blocks (line 6); causal block skipping stops at the last visible key.
         for k_start in range(0, _key_stop(q_end, T, S, is_causal), block_k):
@@ -316,7 +329,8 @@ def tiled_attention_backward(
     scale: float | None = None,
     block_q: int = 64,
     block_k: int = 64,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    sinks: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, ...]:
     """Gradients of tiled attention, recomputing each tile of ``P`` from ``q``, ``k`` and ``lse``.
 
     FlashAttention-2 (Dao 2023, Algorithm 2) loops over key blocks (outer: ``dK_j`` and ``dV_j``
@@ -333,9 +347,14 @@ def tiled_attention_backward(
     full row of ``P``. Rows with ``lse = -inf`` (no visible key) get ``p = 0`` and zero gradients.
     Gradients of broadcast leading dims are summed back to each input's shape.
 
+    With ``sinks`` (the forward's ``lse`` then includes them) nothing in the loop changes: the sink is one
+    more softmax term with no value, so its logit's gradient is ``dsink = -Σ p_sink · delta`` over batch and
+    queries, with ``p_sink = exp(sink - lse)``, and it is returned as a fourth gradient.
+
     Shapes:
         q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``, out and grad_out ``(..., T, Dv)``,
-        lse ``(..., T)``; returns dq, dk, dv with the shapes (and dtype) of q, k, v.
+        lse ``(..., T)``, sinks ``(H,)``; returns dq, dk, dv with the shapes (and dtype) of q, k, v, and
+        dsinks ``(H,)`` when sinks are given.
 
     Example:
         >>> q, k, v = (torch.randn(3, 4, requires_grad=True) for _ in range(3))
@@ -399,7 +418,11 @@ def tiled_attention_backward(
     dq = dq.sum_to_size(q.shape).to(q.dtype)  # (..., T, D)
     dk = dk.sum_to_size(k.shape).to(k.dtype)  # (..., S, D)
     dv = dv.sum_to_size(v.shape).to(v.dtype)  # (..., S, Dv)
-    return dq, dk, dv
+    if sinks is None:
+        return dq, dk, dv
+    p_sink = torch.exp(check_sinks(sinks, batch).float() - lse)  # (..., H, T): the sink's share of each row
+    dsinks = -(p_sink * delta).sum(dim=-1).sum_to_size(sinks.shape)  # (H,): summed over batch and queries
+    return dq, dk, dv, dsinks.to(sinks.dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -411,21 +434,22 @@ class _TiledAttention(torch.autograd.Function):
     """Saves only q, k, v, out and lse (``O(T + S)`` rows), never the ``(T, S)`` attention matrix."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale, block_q, block_k):  # type: ignore[override]
-        out, lse = tiled_attention_forward(
-            q, k, v, mask=mask, is_causal=is_causal, scale=scale, block_q=block_q, block_k=block_k
-        )
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.mask = mask
-        ctx.options = {"is_causal": is_causal, "scale": scale, "block_q": block_q, "block_k": block_k}
+    def forward(ctx, q, k, v, mask, is_causal, scale, block_q, block_k, sinks):  # type: ignore[override]
+        options = {"is_causal": is_causal, "scale": scale, "block_q": block_q, "block_k": block_k}
+        out, lse = tiled_attention_forward(q, k, v, mask=mask, sinks=sinks, **options)
+        ctx.save_for_backward(q, k, v, out, lse, sinks)
+        ctx.mask, ctx.options = mask, options
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):  # type: ignore[override]
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = tiled_attention_backward(q, k, v, out, lse, grad_out, mask=ctx.mask, **ctx.options)
-        return dq, dk, dv, None, None, None, None, None
+        q, k, v, out, lse, sinks = ctx.saved_tensors
+        grads = tiled_attention_backward(
+            q, k, v, out, lse, grad_out, mask=ctx.mask, sinks=sinks, **ctx.options
+        )
+        dsinks = grads[3] if sinks is not None else None
+        return *grads[:3], None, None, None, None, None, dsinks
 
 
 def tiled_attention(
@@ -438,6 +462,7 @@ def tiled_attention(
     scale: float | None = None,
     block_q: int = 64,
     block_k: int = 64,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """FlashAttention in PyTorch: the same output as the reference, in ``O(T·D)`` extra memory.
 
@@ -445,7 +470,8 @@ def tiled_attention(
     :func:`tiled_attention_backward` (recomputes ``P`` tile by tile from the saved log-sum-exp).
     Same arguments and conventions as :func:`attn_edu.attention.scaled_dot_product_attention`
     (bool ``mask`` with True = may attend, bottom-right ``is_causal``, zeros for a query with no
-    visible key), plus the tile sizes ``block_q`` and ``block_k``, which need not divide T or S.
+    visible key), plus the tile sizes ``block_q`` and ``block_k``, which need not divide T or S, and
+    learned sink logits ``sinks`` ``(H,)`` (gpt-oss), which get their own gradient.
 
     This is a teaching version: the loops run in Python, so it is slower than the reference on a
     CPU. What it shows is the memory: notebook 12 and ``python -m attn_edu.bench memory`` measure it.
@@ -462,8 +488,10 @@ def tiled_attention(
         >>> torch.allclose(out, ref, atol=1e-5)
         True
     """
-    _check_inputs(q, k, v, mask, scale, block_q, block_k)  # fail here, not inside autograd
-    return _TiledAttention.apply(q, k, v, mask, bool(is_causal), scale, block_q, block_k)
+    batch, _ = _check_inputs(q, k, v, mask, scale, block_q, block_k)  # fail here, not inside autograd
+    if sinks is not None:
+        check_sinks(sinks, batch)
+    return _TiledAttention.apply(q, k, v, mask, bool(is_causal), scale, block_q, block_k, sinks)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -514,6 +542,7 @@ def split_kv_attention(
     num_splits: int,
     is_causal: bool = False,
     scale: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention over a long cache cut into ``num_splits`` pieces that can run side by side (FlashDecoding).
 
@@ -523,6 +552,7 @@ def split_kv_attention(
     :func:`tiled_attention_forward` on its keys and returns its output and log-sum-exp, and
     :func:`combine_splits` merges them exactly. The pieces are computed one after another here; on a GPU
     they are separate programs. ``mask`` and ``is_causal`` (bottom-right) refer to the whole ``(T, S)``.
+    Learned sink logits (``sinks``, ``(H,)``) join as one more split: output zeros, log-sum-exp the sink.
 
     Shapes:
         q ``(..., T, D)``, k ``(..., S, D)``, v ``(..., S, Dv)``; returns ``(..., T, Dv)``.
@@ -552,6 +582,9 @@ def split_kv_attention(
         )  # (..., T, Dv), (..., T)
         outs.append(out_j)
         lses.append(lse_j)
+    if sinks is not None:  # the sink is a split of its own: no value, so its output is zeros
+        outs.append(torch.zeros_like(outs[0]))
+        lses.append(check_sinks(sinks, batch).float().expand_as(lses[0]))  # (..., H, T)
     return combine_splits(torch.stack(outs), torch.stack(lses))[0]  # (..., T, Dv)
 
 
