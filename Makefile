@@ -125,10 +125,11 @@ unit: setup
 	exit $$status
 
 # Every course notebook in JupyterLab in headless Chromium: run all, compare the outputs with the stored ones
-# (as nbval does), move a widget, screenshot to artifacts/ui/.
+# (as nbval does), move a widget, screenshot to artifacts/ui/. The kernels compute as another CPU would
+# (OTHER_CPU), so this one run of the notebooks is also the proof that their stored outputs reproduce elsewhere.
 # Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
 ui: setup chromium
-	$(NB_ENV) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
+	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
 
 # `make test` starts the install of bubblewrap (the grader's sandbox) and Chromium in the background (apt and
 # pip then download side by side); the background job holds a lock (flock, Linux) that `chromium` waits for
@@ -147,24 +148,24 @@ chromium:
 		flock -w 900 $(CHROMIUM_LOCK) true; cat $(CHROMIUM_LOG) 2>/dev/null; rm -f $(CHROMIUM_LOG); fi
 	@bash scripts/install_system_packages.sh
 
-# Lecture notebooks must reproduce their stored outputs (strict), natively and as another CPU computes them
-# (OTHER_CPU). The browser suite (`make ui`, before this in `make test`) runs every course notebook natively and
-# compares its outputs as nbval does; the native nbval pass over course/ runs only where that did not happen
-# (no Chromium, or a notebook changed since): scripts/compared_in_browser.py says which.
+# Lecture notebooks must reproduce their stored outputs (strict) as another CPU computes them (OTHER_CPU).
+# The stored outputs come from a native run (`make notebooks`), so one comparison on the other path proves both
+# that they are current and that they reproduce off this CPU's own kernels. The browser suite (`make ui`, before
+# this in `make test`) makes that comparison for every course notebook; nbval's pass over course/ runs only where
+# it did not happen (no Chromium, or a notebook changed since): scripts/compared_in_browser.py says which.
+# `make nbval-nb` (and `make check NB=...`) compares natively as well, for the notebooks a change touched.
 # Solutions run strict once, as another CPU computes them: their outputs are check() verdicts, which a float's
 # last bits do not move, and a stored output that matches there was not edited by hand. A wrong answer fails the
 # run (ATTN_EDU_STRICT=1 makes check() raise; notebook 00 shows a failing check on purpose, so not for course/).
 # Untouched exercises must run to the end (lax).
 nbval: setup
-	@if $(BIN)/python scripts/compared_in_browser.py course; then \
-		echo "course/: every notebook already ran natively in the browser and matched its stored outputs"; \
-	else \
-		echo "course/: nbval natively"; \
-		$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course; \
-	fi
 	$(NB_ENV) $(BIN)/python -m pytest -q $(XDIST) --nbval-lax $(NBVAL) exercises || test $$? -eq 5
-	@echo "nbval again, as another CPU computes: $(OTHER_CPU)"
-	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course
+	@if $(BIN)/python scripts/compared_in_browser.py course $(OTHER_CPU); then \
+		echo "course/: every notebook already ran in the browser, as another CPU computes, and matched its stored outputs"; \
+	else \
+		echo "course/: nbval as another CPU computes: $(OTHER_CPU)"; \
+		$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) course; \
+	fi
 	$(NB_ENV) $(OTHER_CPU) ATTN_EDU_STRICT=1 $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) solutions
 
 # nbval on the course notebooks NB names (NB=05,07), strict, natively and as another CPU computes.

@@ -3,8 +3,9 @@
     python scripts/compared_in_browser.py FOLDER [NAME=VALUE ...]
 
 The NAME=VALUE pairs are the CPU settings the comparison must have run with (the Makefile's OTHER_CPU);
-none means this CPU's own path. ``make nbval`` runs nbval's native pass over FOLDER only when this
-exits 1, and prints the reasons this prints (``tests/ui/stored_outputs.py`` keeps the record).
+none means this CPU's own path. ``make nbval`` runs nbval's pass over FOLDER, as another CPU computes, only
+when this exits 1 for OTHER_CPU's settings, and prints the reasons this prints (``tests/ui/stored_outputs.py``
+keeps the record).
 """
 
 from __future__ import annotations

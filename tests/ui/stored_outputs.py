@@ -1,15 +1,17 @@
 """Compare the outputs a notebook produced in the browser with the ones stored in it, the way nbval does.
 
-The browser suite runs every course notebook in JupyterLab on this machine's own CPU path; comparing
-what it computed with the stored outputs makes that run the native half of "outputs reproduce on every
-CPU", and nbval's second pass (``make nbval``, as another CPU computes) the other half. The comparison
-is nbval's own: its comment markers and cell tags (``# NBVAL_IGNORE_OUTPUT``, ``nbval-ignore-output``,
-``# NBVAL_SKIP``), its merging of stream outputs, its sanitizers (``tests/nbval_sanitize.cfg``), and its
-``compare_outputs`` (images and widget model ids are not compared). Only the report is written here.
+The browser suite runs every course notebook in JupyterLab; ``make ui`` starts it with the Makefile's
+OTHER_CPU settings (ATen's non-vectorised kernels, MKL's compatible path), so its kernels compute as another
+CPU would. The stored outputs come from a native run, so comparing what the browser computed with them proves
+at once that they are current and that they reproduce off this CPU's own kernels: ``make nbval`` then skips
+its own pass over ``course/`` as another CPU computes. The comparison is nbval's own: its comment markers and
+cell tags (``# NBVAL_IGNORE_OUTPUT``, ``nbval-ignore-output``, ``# NBVAL_SKIP``), its merging of stream
+outputs, its sanitizers (``tests/nbval_sanitize.cfg``), and its ``compare_outputs`` (images and widget model
+ids are not compared). Only the report is written here.
 
 ``record`` and ``compared_everywhere`` keep the list of notebooks compared so, with each file's sha256
-and the CPU settings of the run, in ``artifacts/ui/outputs-compared.json``: ``make nbval`` then skips its
-own native pass over exactly those files (``scripts/compared_in_browser.py``), and only those.
+and the CPU settings of the run, in ``artifacts/ui/outputs-compared.json``: ``make nbval`` skips its pass
+over exactly those files, and only when the settings were OTHER_CPU's (``scripts/compared_in_browser.py``).
 """
 
 from __future__ import annotations
@@ -134,10 +136,14 @@ def key(notebook: Path) -> str:
     return str(notebook.relative_to(REPO)) if notebook.is_relative_to(REPO) else str(notebook)
 
 
-def write_record(compared: dict[str, str], path: Path = RECORD) -> None:
-    """Save ``{key(notebook): sha256}`` of the notebooks whose outputs matched, with the CPU settings."""
+def write_record(
+    compared: dict[str, str], path: Path = RECORD, settings: dict[str, str] | None = None
+) -> None:
+    """Save ``{key(notebook): sha256}`` of the notebooks whose outputs matched, with the CPU settings of the
+    run (this process's, unless ``settings`` names them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"cpu_settings": cpu_settings(), "notebooks": dict(sorted(compared.items()))}
+    settings = cpu_settings() if settings is None else settings
+    record = {"cpu_settings": settings, "notebooks": dict(sorted(compared.items()))}
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 

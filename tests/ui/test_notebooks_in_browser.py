@@ -6,9 +6,9 @@ For each ``course/*.ipynb`` (new notebooks are picked up automatically) the test
 2. runs all cells ("Run > Run All Cells") and fails on any error output (a cell tagged
    ``raises-exception`` may raise, as in JupyterLab itself), any code cell left unexecuted,
    a traceback printed to stderr, or a widget that failed to display; then compares every output
-   with the stored one as nbval would (``stored_outputs.py``): this run is the course's native
-   check of its stored outputs, and ``make nbval`` skips its own native pass over the notebooks
-   compared here,
+   with the stored one as nbval would (``stored_outputs.py``); ``make ui`` runs the kernels as another
+   CPU computes (the Makefile's OTHER_CPU), so this run is the course's proof that its stored outputs
+   reproduce, and ``make nbval`` skips its own pass over the notebooks compared here,
 3. moves one widget control and waits until the widget's Output area (its figure or text) changes,
    which proves the browser, the widget manager and the kernel-side callback all work together,
 4. saves a screenshot to ``artifacts/ui/<notebook>.png`` and records the seconds it took

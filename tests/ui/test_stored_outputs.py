@@ -99,11 +99,11 @@ def test_the_record_covers_a_folder_only_with_current_hashes_and_the_same_cpu_se
     record = tmp_path / "record.json"
     assert compared_everywhere(folder, {}, record)  # no record yet
 
-    write_record({key(first): sha256(first)}, record)
+    write_record({key(first): sha256(first)}, record, settings={})
     reasons = compared_everywhere(folder, {}, record)
     assert reasons == ["second.ipynb: not compared in the browser as it is now"]
 
-    write_record({key(first): sha256(first), key(second): sha256(second)}, record)
+    write_record({key(first): sha256(first), key(second): sha256(second)}, record, settings={})
     assert compared_everywhere(folder, {}, record) == []
     assert compared_everywhere(folder, {"ATEN_CPU_CAPABILITY": "default"}, record)  # other settings
     second.write_text(second.read_text().replace("x = 1", "x = 2"))  # changed since
