@@ -279,6 +279,8 @@ class MultiHeadAttention(nn.Module):
             projections and before caching, e.g. :class:`attn_edu.rope.RotaryEmbedding`.
         qk_norm: optional module called as ``q, k = qk_norm(q, k)`` right after the projections (before
             ``rotary`` and the cache), e.g. :class:`QKNorm`.
+        output_gate: optional module called as ``merged = output_gate(query, merged)`` on the concatenated
+            head outputs before ``out_proj``, e.g. :class:`attn_edu.gating.OutputGate` (gated attention).
         window: optional causal sliding window (Mistral 7B, Jiang et al., 2023, section 2): each query
             sees itself and the ``window - 1`` keys before it, and nothing older
             (:func:`attn_edu.sparse.sliding_window_mask`, applied after the cache has been updated).
@@ -317,6 +319,7 @@ class MultiHeadAttention(nn.Module):
         rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
         window: int | None = None,
         qk_norm: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+        output_gate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -346,6 +349,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias)
         self.out_proj = nn.Linear(self.inner_dim, embed_dim, bias=bias)
         self.qk_norm = qk_norm  # after the projections: a module here prints and saves after them
+        self.output_gate = output_gate
 
     def extra_repr(self) -> str:
         return (
@@ -481,11 +485,15 @@ class MultiHeadAttention(nn.Module):
         heads = self.attention_fn(
             q, k, v, mask, is_causal=is_causal, scale=self.scale, **extra
         )  # (B, H, T, D)
-        out = self.out_proj(merge_heads(heads))  # (B, T, C)
+        merged = merge_heads(heads)  # (B, T, H·D)
+        if self.output_gate is not None:
+            merged = self.output_gate(query, merged)  # (B, T, H·D)
+        out = self.out_proj(merged)  # (B, T, C)
         if not need_weights:
             return out
+        sinks = getattr(self.attention_fn, "sinks", None)  # an attention_fn with learned sinks (gating.py)
         weights = attention_weights(
-            q, k, mask, is_causal=is_causal, scale=self.scale, score_bias=score_bias
+            q, k, mask, is_causal=is_causal, scale=self.scale, score_bias=score_bias, sinks=sinks
         )  # (B, H, T, S)
         return out, weights
 

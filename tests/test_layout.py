@@ -37,6 +37,8 @@ FLOORS = {
         "efficient",
         "moe",
         "flash",
+        "gating",
+        "differential",
         "kv_cache",
     ],
     "architectures": [
