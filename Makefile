@@ -51,8 +51,10 @@ LAB_ROOT := $(shell [ "$$(id -u 2>/dev/null)" = 0 ] && echo --allow-root)
 
 # Notebook outputs are compared digit for digit: fix the thread count so every machine computes the same sums.
 # Notebooks run side by side (see JOBS), so idle OpenMP threads sleep rather than spin (same results, less CPU).
+# Each run keeps the concept questions' first answers in a file of its own (attn_edu/grading/answers.py), so that
+# no answer kept by an earlier run shows up in a check's output.
 NB_ENV := OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0 \
-	MPLBACKEND=module://matplotlib_inline.backend_inline
+	MPLBACKEND=module://matplotlib_inline.backend_inline ATTN_EDU_ANSWERS=$$(mktemp -u /tmp/attn-edu-answers.XXXXXX)
 # Tests and notebooks run in parallel, one pytest-xdist worker per CPU this process may use (nproc honours
 # CPU affinity, which a count of the host's cores does not), at most 8, and at most 4 for the browser suite
 # (each of its workers runs a JupyterLab and a Chromium). JOBS=0 runs everything in one process.

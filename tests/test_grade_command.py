@@ -21,6 +21,7 @@ from helpers import once_per_run
 from test_gradescope import validate
 
 from attn_edu.grading import command, gradescope, protocol
+from attn_edu.grading.answers import RECORD_MIME, record
 from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.registry import exercises, questions
 
@@ -129,6 +130,13 @@ def _submissions(folder: Path) -> None:
         }
     )
     (folder / "ignores_alarm.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    nb = _load(SOLUTION)  # right answers now, but a wrong first answer saved in 02.q1's output
+    cell = next(
+        c for c in nb["cells"] if c["cell_type"] == "code" and 'check("02.q1"' in "".join(c["source"])
+    )
+    first = record("02.q1", protocol.encode_answer(192))
+    cell["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {RECORD_MIME: first}}]
+    (folder / "first_answer.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     (folder / "not_json.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
     (folder / "untouched.ipynb").write_text(EXERCISE.read_text(encoding="utf-8"), encoding="utf-8")
     (folder / "solution.ipynb").write_text(SOLUTION.read_text(encoding="utf-8"), encoding="utf-8")
@@ -223,6 +231,17 @@ def test_solution_passes_everything(graded: dict) -> None:
 
 
 @pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
+def test_a_question_is_scored_on_the_first_answer_its_notebook_recorded(graded: dict) -> None:
+    results = {r["id"]: r for r in graded["by_learner"]["first_answer"]["exercises"]}
+    first = results["02.q1"]  # 384 in the notebook now; 192 recorded first
+    assert first["status"] == "FAIL" and first["first_answer"] and first["points"] == 0, first
+    assert first["message"].startswith("the first answer recorded in the notebook: "), first
+    assert "each of the B = 2 sequences" in first["hint"] + first["message"]  # 192's own explanation
+    others = [r for i, r in results.items() if i != "02.q1"]
+    assert all(r["status"] == "PASS" for r in others), others
+
+
+@pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)
 def test_untouched_exercise_is_not_attempted(graded: dict) -> None:
     statuses = [r["status"] for r in graded["by_learner"]["untouched"]["exercises"]]
     assert statuses == ["NOT_ATTEMPTED"] * len(ITEMS_02)
@@ -239,7 +258,9 @@ def test_command_output_and_exit_code(graded: dict) -> None:
     run = graded["run"]
     assert run["returncode"] == 1, run["stderr"]
     assert "solution" in run["stdout"] and "02.1   PASS" in run["stdout"]
-    assert len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 2
+    assert (
+        len(graded["rows"]) == len(graded["document"]["submissions"]) == len(EXPECTED) + 3
+    )  # and solution, untouched, first_answer
 
 
 @pytest.mark.slow  # grades every submission in a process of its own, once per run (about 25 s)

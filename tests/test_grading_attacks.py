@@ -221,6 +221,9 @@ def _notebook(replace: dict[str, str], base: Path = EXERCISE, extra: tuple[str, 
         cell = _cells(nb, f"# {noun} {item}:")
         first = "".join(cell["source"]).split("\n")[0]
         cell["source"] = f"{first}\n{source}"
+        cell[
+            "outputs"
+        ] = []  # what the new code prints, not what the old code printed (a first answer's record)
     for source in extra:
         nb["cells"].append(
             {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}

@@ -33,6 +33,7 @@ The package, from the notebook's side to the instructor's:
 ========================= ================================================================================
 ``notebook.py``           ``check`` and ``hint``, re-exported here (the notebook face)
 ``result.py``             ``Status``, ``CheckResult``, ``Hint``: what a check returns and how it displays
+``answers.py``            a concept question's first answer: kept beside the notebook, saved in its outputs
 ``exercise.py``           the records: ``Case``, ``Mistake``, ``Property``, ``Exercise``
 ``checks/<concept>.py``   one module per notebook: cases, reference, wrong versions, hints; ``EXERCISES``
 ``registry.py``           the explicit list of check modules; ``exercises()``, ``get_exercise()``

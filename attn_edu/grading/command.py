@@ -56,6 +56,7 @@ from typing import Any
 
 import attn_edu
 from attn_edu.grading import gradescope, protocol, similarity
+from attn_edu.grading.answers import recorded_first_answers
 from attn_edu.grading.exercise import GRADER_SEED, Exercise, Question, case_seed, make_cases
 from attn_edu.grading.judge import judge, judge_answer, reference_outputs, result_for
 from attn_edu.grading.launch import Limits, no_replies, run_notebook
@@ -177,6 +178,22 @@ def read_cells(path: Path) -> list[list[Any]] | None:
         return None
 
 
+def read_first_answers(path: Path) -> dict[str, protocol.Outcome]:
+    """The first answer to each concept question recorded in the notebook's saved outputs
+    (:mod:`attn_edu.grading.answers`), decoded; a malformed record counts as none."""
+    try:
+        notebook = json.loads(path.read_bytes()[: 50 * 2**20])
+    except Exception:  # noqa: BLE001 - the cells' reading says what is wrong with the file
+        return {}
+    firsts = {}
+    for question_id, raw in recorded_first_answers(notebook).items():
+        try:
+            firsts[question_id] = protocol.decode_answer(raw)
+        except protocol.SchemaError:
+            continue
+    return firsts
+
+
 def grade_notebook(
     path: Path,
     *,
@@ -207,6 +224,9 @@ def grade_notebook(
     # each reference runs once: its outputs size the worker's replies and then judge them
     expected = {e.exercise_id: reference_outputs(e, cases[e.exercise_id]) for e in chosen}
     cells = read_cells(path)
+    firsts = read_first_answers(
+        path
+    )  # each question is scored on its first recorded answer, where there is one
     copied = similarity.flags(cells, chosen) if cells else {}  # for the instructor: a copy is not failed
     if cells is None:
         parsed = no_replies() | {"unreadable": True}
@@ -216,6 +236,15 @@ def grade_notebook(
         parsed, process = run_notebook(cells, request, limits, [path.resolve().parent, *hide])
 
     def judged(item: Exercise | Question) -> dict[str, Any]:
+        if isinstance(item, Question) and item.exercise_id in firsts:
+            first = judge_answer(item, firsts[item.exercise_id])
+            note = "the first answer recorded in the notebook: "
+            return {
+                "title": item.title,
+                **first.to_dict(),
+                "message": note + first.message,
+                "first_answer": True,
+            }
         if isinstance(item, Question):
             answer = parsed["answers"].get(item.exercise_id)
             return _result(item, parsed, process, limits, answer, lambda: judge_answer(item, answer))

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attn_edu.grading.algorithms import watched
+from attn_edu.grading.answers import in_notebook, keep_first, record
 from attn_edu.grading.exercise import Exercise, Question, case_seed, make_cases
 from attn_edu.grading.harness import KERNELS, kernel_of
 from attn_edu.grading.judge import judge, judge_answer, result_for
-from attn_edu.grading.protocol import decode_answer, encode_answer
+from attn_edu.grading.protocol import SchemaError, decode_answer, encode_answer
 from attn_edu.grading.result import CheckResult, Hint, Status
 from attn_edu.grading.run import in_grader_child, kernel_device, one_thread, run_cases
 
@@ -95,7 +97,11 @@ def check(
         )
         return _strict(result, strict)
     if isinstance(exercise, Question):
-        return _strict(judge_answer(exercise, decode_answer(encode_answer(fn))), strict)
+        result = judge_answer(exercise, decode_answer(encode_answer(fn)))
+        answered = result.status in (Status.PASS, Status.FAIL)
+        if ".q" in exercise.exercise_id and answered and in_notebook():  # graded, answered, in a notebook
+            result = _graded_on_first(exercise, encode_answer(fn), result)
+        return _strict(result, strict)
     if not callable(fn):
         result = result_for(exercise, Status.ERROR, f"expected a function, got {type(fn).__name__}")
         return _strict(result, strict)
@@ -110,6 +116,22 @@ def check(
         outcomes = run_cases(call, cases, timeout, device)
         result = judge(exercise, cases[: len(outcomes)], outcomes, total=len(cases), algorithm=call.broken)
     return _strict(result, strict)
+
+
+def _graded_on_first(question: Question, encoded: dict[str, Any], result: CheckResult) -> CheckResult:
+    """``result`` with the question's first answer attached (kept beside the notebook, :mod:`.answers`), and a
+    note when the answer checked now is not that one: the grading command scores the first."""
+    first = keep_first(question.exercise_id, encoded)
+    try:
+        graded = judge_answer(question, decode_answer(first))
+    except SchemaError:  # the kept answer was edited into something else: this one is kept no more than it
+        return replace(result, record=record(question.exercise_id, encoded))
+    if first != encoded:
+        shown = first.get("value")
+        verdict = "right" if graded.passed else "not right"
+        note = f" Your first answer, {shown!r}, is the one graded ({verdict}): answer before you check."
+        result = replace(result, message=result.message + note)
+    return replace(result, record=record(question.exercise_id, first))
 
 
 def check_hidden(

@@ -39,6 +39,7 @@ class CheckResult:
         0  # points earned: all of them for a PASS, the share of the cases right for a partial answer
     )
     max_points: int = 1  # points available
+    record: dict[str, Any] | None = None  # a question's first answer, saved with the output (answers.py)
 
     @property
     def passed(self) -> bool:
@@ -67,6 +68,15 @@ class CheckResult:
             f'<b style="color:{colour}">{mark} {self.noun} {html.escape(self.exercise_id)} {verb}</b>: '
             f"{html.escape(self.message)}{hint}</div>"
         )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The coloured line, plus a question's first-answer record where it has one (saved with the notebook)."""
+        from attn_edu.grading.answers import RECORD_MIME  # no import cycle: answers.py imports nothing here
+
+        bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self._repr_html_()}
+        if self.record is not None:
+            bundle[RECORD_MIME] = self.record
+        return bundle
 
     def to_dict(self) -> dict[str, Any]:
         return {

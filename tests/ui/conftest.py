@@ -44,6 +44,9 @@ CHROMIUM_FLAGS = [
     "--disable-quic",
 ]
 # The notebooks' stored outputs are computed with two threads; the kernel here uses the same.
+# Ask the page twice a second, not on every animation frame (Playwright's default): Chromium's
+# polling otherwise takes a share of the cores the notebook's kernel needs.
+POLL_MS = 500
 KERNEL_ENV = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "PYTHONHASHSEED": "0"}
 # Settings for the test server only: keep every cell in the page (JupyterLab's default "windowing"
 # detaches cells scrolled out of view, and a widget that is not in the page cannot be moved).
@@ -155,6 +158,7 @@ def lab_server(
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
         # No user-level kernelspecs: "python3" is this interpreter, where attn_edu is installed.
         "JUPYTER_DATA_DIR": str(home / "data"),
+        "ATTN_EDU_ANSWERS": str(home / "answers.json"),  # concept questions' first answers: this run's own
     }
     env.pop("MPLBACKEND", None)  # the kernel's own inline backend, as for a learner
     env.pop("TRITON_INTERPRET", None)
@@ -201,7 +205,7 @@ JS_APP_RESTORED = """async () => { await window.jupyterapp.restored; return true
 def open_lab(page, url: str) -> None:  # noqa: ANN001
     """Load JupyterLab with an empty workspace (``?reset``: no tabs from an earlier run reopened)."""
     page.goto(f"{url}/lab?reset")
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=120_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", polling=POLL_MS, timeout=120_000)
     page.evaluate(JS_APP_RESTORED)
 
 

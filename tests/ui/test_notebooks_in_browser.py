@@ -45,6 +45,9 @@ from stored_outputs import cpu_settings, key, output_differences, sha256
 from tests.notebook_order import longest_first
 
 pytestmark = pytest.mark.ui
+# Ask the page twice a second, not on every animation frame (Playwright's default): Chromium's
+# polling otherwise takes a share of the cores the notebook's kernel needs.
+POLL_MS = 500
 
 # ATTN_EDU_UI_NOTEBOOKS=folder tests another folder of notebooks (read by conftest.py too).
 COURSE = Path(os.environ.get("ATTN_EDU_UI_NOTEBOOKS") or Path(__file__).resolve().parents[2] / "course")
@@ -237,10 +240,12 @@ def test_notebook_runs_and_its_widget_responds(
             "(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }",
             notebook.name,
         )
-        page.wait_for_function(JS_NOTEBOOK_OPEN, arg=notebook.name, timeout=OPEN_TIMEOUT_MS)
+        page.wait_for_function(JS_NOTEBOOK_OPEN, arg=notebook.name, polling=POLL_MS, timeout=OPEN_TIMEOUT_MS)
         page.evaluate(JS_KERNEL_READY)
         page.evaluate(JS_START_RUN_ALL)
-        page.wait_for_function("() => window.__uiRunAll !== undefined", timeout=RUN_ALL_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => window.__uiRunAll !== undefined", polling=POLL_MS, timeout=RUN_ALL_TIMEOUT_MS
+        )
         problems = page.evaluate(JS_CELL_PROBLEMS)
         result = page.evaluate("window.__uiRunAll")
         if result != "ok" and not problems:
@@ -263,11 +268,13 @@ def test_notebook_runs_and_its_widget_responds(
             time.sleep(0.5)
         assert chosen in CONTROL_KINDS, f"{notebook.name}: no widget to move: {chosen}"
 
-        page.wait_for_function(JS_OUTPUT_CHANGED, arg="", timeout=WIDGET_TIMEOUT_MS)  # first drawing
+        page.wait_for_function(
+            JS_OUTPUT_CHANGED, arg="", polling=POLL_MS, timeout=WIDGET_TIMEOUT_MS
+        )  # first drawing
         before = page.evaluate(JS_OUTPUT_SIGNATURE)
         move = move_control(page, chosen)
         try:
-            page.wait_for_function(JS_OUTPUT_CHANGED, arg=before, timeout=WIDGET_TIMEOUT_MS)
+            page.wait_for_function(JS_OUTPUT_CHANGED, arg=before, polling=POLL_MS, timeout=WIDGET_TIMEOUT_MS)
         except PlaywrightTimeoutError:
             pytest.fail(
                 f"{notebook.name}: {move}, but the widget's output did not change within "
