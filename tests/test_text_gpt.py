@@ -12,6 +12,7 @@ import torch
 
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.corpus import UNKNOWN, CharTokenizer, baselines, corpus, corpus_sha256, split_corpus
+from attn_edu.experiments import text_gpt
 from attn_edu.experiments.text_gpt import (
     RECORD_FILE,
     WEIGHTS_FILE,
@@ -228,7 +229,7 @@ def test_save_and_load_keep_the_model(tmp_path, text: str) -> None:
 
 
 @pytest.mark.slow  # trains through the command line
-def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
+def test_command_trains_and_reports_the_llama(tmp_path, capsys, small_corpus) -> None:
     assert main(["train", "--model", "llama", "--steps", "1", "--out", str(tmp_path)]) == 0
     record = read_record(tmp_path, name="text_llama")
     assert record["architecture"] == "llama" and record["context"] == 256
@@ -239,8 +240,15 @@ def test_command_trains_and_reports_the_llama(tmp_path, capsys) -> None:
     assert "text_llama:" in capsys.readouterr().out
 
 
+@pytest.fixture
+def small_corpus(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """The commands' plumbing on the first 40,000 characters (the shipped weights' losses are checked above
+    on the whole corpus): their validation and baselines then take a tenth of the time."""
+    monkeypatch.setattr(text_gpt, "corpus", lambda: text[:40_000])
+
+
 @pytest.mark.slow  # trains through the command line
-def test_command_trains_and_reports(tmp_path, capsys) -> None:
+def test_command_trains_and_reports(tmp_path, capsys, small_corpus) -> None:
     assert main(["train", "--steps", "1", "--out", str(tmp_path)]) == 0
     assert (
         read_record(tmp_path)["command"] == "python -m attn_edu.experiments.text_gpt train --steps 1 --seed 0"

@@ -364,11 +364,47 @@ def measure(
     models: dict[str, dict[int, Llama]], windows: torch.Tensor
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{seed: {reading: summary}}``: the table of the record (string keys), from :func:`loss_curves`."""
-    curves = loss_curves(models, windows)
+    return table_of(loss_curves(models, windows), list(models["base"]))
+
+
+def table_of(curves: dict[str, torch.Tensor], seeds: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{seed: {reading: summary}}`` from :func:`loss_curves`' rows (one per seed, in ``seeds``' order)."""
     return {
         str(seed): {reading: summary(curve[i]) for reading, curve in curves.items()}
-        for i, seed in enumerate(models["base"])
+        for i, seed in enumerate(seeds)
     }
+
+
+def record_gap(curves: dict[str, torch.Tensor], record: dict[str, Any] | None = None) -> float:
+    """The largest ``|loss − recorded loss|`` over every seed, reading and place (``L``, ``2L``, ``4L``).
+
+    ``curves`` are :func:`loss_curves` of the shipped models on :func:`evaluation_windows` (rows in the
+    record's seed order); ``record`` defaults to the shipped one. Near 0 (float rounding) when the shipped
+    weights and the corpus are the ones the record was made with; see :func:`record_tolerance`.
+
+    Example:
+        >>> curves = {"none": torch.ones(2, 256)}
+        >>> record = {"losses": {"0": {"none": {"L": 1.0, "2L": 1.0, "4L": 1.0}},
+        ...                      "1": {"none": {"L": 1.0, "2L": 1.25, "4L": 1.0}}}}
+        >>> record_gap(curves, record)
+        0.25
+    """
+    record = read_record() if record is None else record
+    seeds = [int(seed) for seed in record["losses"]]
+    measured = table_of(curves, seeds)
+    return max(
+        abs(value - record["losses"][seed][reading][where])
+        for seed, row in measured.items()
+        for reading, places in row.items()
+        for where, value in places.items()
+    )
+
+
+def record_tolerance(record: dict[str, Any] | None = None) -> float:
+    """How far :func:`record_gap` may go: 0.01 nats/char on the record's own corpus (the last bits of another
+    CPU's sums), 0.15 on another Python's documentation, which the models were not trained on."""
+    record = read_record() if record is None else record
+    return 0.01 if corpus_sha256(corpus()) == record["corpus_sha256"] else 0.15
 
 
 # --- the command ----------------------------------------------------------------------------------
