@@ -235,8 +235,8 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
         def record(
             q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None, **options: Any
         ) -> torch.Tensor:
-            # options: is_causal, scale and score_bias, exactly as the layer passes them
-            maps[index] = attention_weights(q, k, mask, **options)  # (B, H, T, S)
+            # options: is_causal, scale and score_bias, exactly as the layer passes them; learned sinks too
+            maps[index] = attention_weights(q, k, mask, sinks=getattr(original, "sinks", None), **options)
             return original(q, k, v, mask, **options)
 
         return record
@@ -256,10 +256,13 @@ def _attention_fns_wrapped(
     originals = [layer.attention_fn for layer in layers]
     try:
         for i, (layer, fn) in enumerate(zip(layers, originals)):
+            if isinstance(fn, nn.Module):  # learned sinks: unregistered while wrapped
+                del layer.attention_fn
             layer.attention_fn = wrap(i, fn)
         yield
     finally:
         for layer, fn in zip(layers, originals):
+            layer.__dict__.pop("attention_fn", None)  # the wrapper; a module registers again
             layer.attention_fn = fn
 
 

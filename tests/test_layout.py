@@ -53,6 +53,7 @@ FLOORS = {
         "pretrained",
         "mla",
         "circuits",
+        "sinks",
         "corpus",
         "probes",
     ],
