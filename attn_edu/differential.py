@@ -148,7 +148,7 @@ class DifferentialAttention(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | None = None, *, is_causal: bool = False
     ) -> torch.Tensor:
         check_floating("x", x)
-        B, T, _ = check_shape("x", x, "B T C", C=self.q_proj.in_features).values()
+        check_shape("x", x, "B T C", C=self.q_proj.in_features)
         H, half, D = self.num_heads, self.num_heads // 2, self.head_dim
         q = split_heads(self.q_proj(x), H)  # (B, H, T, D)
         k = split_heads(self.k_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)

@@ -100,10 +100,10 @@ class OutputGate(nn.Module):
         self.proj = nn.Linear(embed_dim, inner_dim, bias=bias)
 
     def forward(self, x: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
-        check_floating("x", x)
-        sizes = check_shape("x", x, "B T C", C=self.proj.in_features)
-        check_shape("heads", heads, "B T HD", B=sizes["B"], T=sizes["T"], HD=self.proj.out_features)
-        return heads * torch.sigmoid(self.proj(x))  # (B, T, H·D)
+        gates = self.gates(x)  # (B, T, H·D)
+        B, T, HD = gates.shape
+        check_shape("heads", heads, "B T HD", B=B, T=T, HD=HD)
+        return heads * gates  # (B, T, H·D)
 
     def gates(self, x: torch.Tensor) -> torch.Tensor:
         """The gate values ``sigmoid(W_g x)`` themselves, in (0, 1): how open each head is for each token.

@@ -122,11 +122,13 @@ def _graded_on_first(question: Question, encoded: dict[str, Any], result: CheckR
     """``result`` with the question's first answer attached (kept beside the notebook, :mod:`.answers`), and a
     note when the answer checked now is not that one: the grading command scores the first."""
     first = keep_first(question.exercise_id, encoded)
-    try:
-        graded = judge_answer(question, decode_answer(first))
-    except SchemaError:  # the kept answer was edited into something else: this one is kept no more than it
-        return replace(result, record=record(question.exercise_id, encoded))
     if first != encoded:
+        try:
+            graded = judge_answer(question, decode_answer(first))
+        except (
+            SchemaError
+        ):  # the kept answer was edited into something else: this one is kept no more than it
+            return replace(result, record=record(question.exercise_id, encoded))
         shown = first.get("value")
         verdict = "right" if graded.passed else "not right"
         note = f" Your first answer, {shown!r}, is the one graded ({verdict}): answer before you check."
