@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -255,6 +256,63 @@ def test_lse_is_logsumexp_of_the_visible_scores(triton_flash):
     expected = torch.logsumexp(scores, dim=-1)  # -inf for the rows that see no key
     torch.testing.assert_close(lse.double(), expected, atol=1e-5, rtol=1e-5)
     assert torch.isneginf(lse[:, :, :16]).all()
+
+
+# --- learned sink logits (gpt-oss) ----------------------------------------------------------------
+
+
+def _gpt_oss_float64(q, k, v, sinks, is_causal: bool = False):
+    """transformers' gpt-oss eager attention in float64, with the course's bottom-right causal mask. Where
+    transformers is missing (``gpu_check.sh`` installs nothing), the course reference, which
+    ``tests/test_sinks.py`` holds equal to it, stands in."""
+    group = q.shape[1] // k.shape[1]
+    T, S = q.shape[-2], k.shape[-2]
+    allowed = (
+        causal_mask(T, S, device=q.device)
+        if is_causal
+        else torch.ones(T, S, dtype=torch.bool, device=q.device)
+    )
+    try:
+        from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+    except ImportError:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, S, D)
+        return scaled_dot_product_attention(q, k, v, allowed, sinks=sinks)
+    module = SimpleNamespace(sinks=sinks, num_key_value_groups=group, training=False)
+    additive = torch.zeros(T, S, dtype=torch.float64, device=q.device).masked_fill(~allowed, float("-inf"))
+    out, _ = eager_attention_forward(module, q, k, v, additive, scaling=q.shape[-1] ** -0.5)
+    return out.transpose(1, 2)  # the peer returns (B, T, H, D)
+
+
+@kernel_test
+@pytest.mark.triton
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T, S", [(37, 53), (45, 45), (50, 20)], ids=["T<S", "T=S", "T>S"])
+def test_sinks_equal_gpt_oss_with_every_gradient(triton_flash, is_causal, T, S):
+    # Grouped heads (H = 4, H_kv = 2), lengths off the tiles; causal T > S leaves 30 queries with no key.
+    q, k, v, grad_out = _inputs(2, 4, 2, T, S, 16)
+    sinks = (torch.randn(4, generator=torch.Generator().manual_seed(5)) * 2).to(DEVICE)
+    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v, sinks)]
+    out = triton_flash.flash_attention(*leaves[:3], is_causal=is_causal, sinks=leaves[3], **BLOCKS)
+    out.backward(grad_out)
+    peers = [x.detach().double().requires_grad_() for x in (q, k, v, sinks)]
+    expected = _gpt_oss_float64(*peers, is_causal=is_causal)
+    expected.backward(grad_out.double())
+    _assert_all_close(
+        [out.detach(), *(x.grad for x in leaves[:3])], [expected, *(x.grad for x in peers[:3])], q.dtype
+    )
+    torch.testing.assert_close(leaves[3].grad.double(), peers[3].grad, **TOLERANCES[q.dtype][1], msg="dsinks")
+    if is_causal and T > S:  # all of a keyless query's weight is on the sink: zeros, and lse = its sink
+        assert torch.equal(out[:, :, : T - S], torch.zeros_like(out[:, :, : T - S]))
+        _, lse = triton_flash.flash_attention_forward(q, k, v, is_causal=True, sinks=sinks, **BLOCKS)
+        torch.testing.assert_close(lse[:, :, : T - S], sinks[None, :, None].expand(2, 4, T - S))
+
+
+@kernel_test
+@pytest.mark.triton
+def test_bad_sinks_name_the_argument(triton_flash):
+    q, k, v, _ = _inputs(1, 2, 2, 5, 9, 16)
+    with pytest.raises(ValueError, match=r"sinks: expected shape \(H,\) = \(2,\)"):
+        triton_flash.flash_attention(q, k, v, sinks=torch.zeros(3, device=DEVICE))
 
 
 @kernel_test

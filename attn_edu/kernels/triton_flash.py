@@ -29,6 +29,10 @@ Conventions (those of :mod:`attn_edu.attention`):
   smallest matrix-multiply size); the extra columns are masked on load and store, so ``D`` need not
   be a power of two. ``T`` and ``S`` are arbitrary: rows past the end are masked the same way.
 - Grouped-query attention: ``k`` and ``v`` may have ``H_kv`` heads with ``H_kv`` dividing ``H``.
+- Learned sink logits (gpt-oss): ``sinks`` ``(H,)`` adds one score per query head to every softmax
+  denominator, with no value. In the forward kernel that is its first two lines: the running max starts at
+  the sink and the running sum at 1. The log-sum-exp then includes the sink, so the backward kernels need
+  no change; the sinks' own gradient, ``-sum exp(sink - lse) · delta``, is one line of PyTorch.
 - ``float16``, ``bfloat16`` and ``float32``. Matrix products accumulate in float32. For float32
   inputs the products use ``input_precision="ieee"``: a GPU would otherwise round them to TF32
   (10-bit mantissa), which is fast but ~1e-3 off the reference.
@@ -54,7 +58,7 @@ import os
 
 import torch
 
-from attn_edu._validate import check_floating, check_same_dtype, check_scale, check_shape
+from attn_edu._validate import check_floating, check_same_dtype, check_scale, check_shape, check_sinks
 from attn_edu.kernels import require_triton
 
 require_triton()  # a clear message (what to install) instead of a bare ModuleNotFoundError
@@ -125,13 +129,13 @@ def _tile_allowed(rows, cols, T, S, IS_CAUSAL: tl.constexpr):
 
 @triton.jit
 def _flash_forward_kernel(
-    Q, K, V, OUT, LSE,  # pointers; LSE is a contiguous float32 (B * H, T) buffer
+    Q, K, V, OUT, LSE, SINKS,  # pointers; LSE is a contiguous float32 (B * H, T) buffer, SINKS float32 (H,)
     stride_qb, stride_qh, stride_qt, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_ot, stride_od,
     H, GROUP, T, S, D, scale,  # GROUP = H // H_kv query heads share one key/value head
-    IS_CAUSAL: tl.constexpr,
+    IS_CAUSAL: tl.constexpr, HAS_SINKS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):  # fmt: skip
@@ -160,6 +164,9 @@ def _flash_forward_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of the scores
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(scores - m_i)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp(scores - m_i) · v
+    if HAS_SINKS:  # gpt-oss: the head's sink logit is one more score, seen first, whose value is 0
+        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) + tl.load(SINKS + h)  # the max so far: the sink
+        l_i = tl.full([BLOCK_M], 1.0, dtype=tl.float32)  # exp(sink - m_i) = 1; acc gains 1 · 0
 
     # Causal block skipping: the last row of the tile sees keys up to S - T + q_start + BLOCK_M - 1,
     # so key blocks from `key_stop` on lie entirely in the future: never loaded, never computed.
@@ -189,7 +196,8 @@ def _flash_forward_kernel(
         m_i = m_new
 
     # Lines 12-13: normalise once, at the end, and keep lse = m + log(l) for the backward.
-    # A row with l_i = 0 saw no key: output zeros and lse = -inf (log 0), never 0 / 0.
+    # A row with l_i = 0 saw no key: output zeros and lse = -inf (log 0), never 0 / 0. With a sink
+    # l_i >= 1: a row that saw no key puts all its weight on the sink, outputs zeros and has lse = sink.
     has_key = l_i > 0
     l_safe = tl.where(has_key, l_i, 1.0)
     out = acc / l_safe[:, None]
@@ -391,12 +399,13 @@ def _flash_backward_dq_kernel(
 
 
 def check_inputs(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None, sinks: torch.Tensor | None = None
 ) -> tuple[dict[str, int], float]:
-    """Validate q, k, v for the kernels; return the sizes (B, H, H_kv, T, S, D) and the scale.
+    """Validate q, k, v (and sinks) for the kernels; return the sizes (B, H, H_kv, T, S, D) and the scale.
 
     Shapes:
-        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; each error names the argument and the shape.
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, sinks ``(H,)``; each error names the argument and
+        the shape.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_floating(name, x)
@@ -421,9 +430,11 @@ def check_inputs(
         raise ValueError(
             f"q, k: expected non-empty (B, H, T, D) and (B, H_kv, S, D), got {tuple(q.shape)}, {tuple(k.shape)}"
         )
-    devices = {q.device, k.device, v.device}
+    if sinks is not None:
+        check_sinks(sinks, (sizes["B"], sizes["H"]))
+    devices = {x.device for x in (q, k, v, sinks) if x is not None}
     if len(devices) > 1:
-        raise ValueError(f"q, k, v: expected tensors on one device, got {sorted(map(str, devices))}")
+        raise ValueError(f"q, k, v, sinks: expected tensors on one device, got {sorted(map(str, devices))}")
     if q.device.type == "cpu" and not INTERPRETING:
         raise ValueError(
             "q: got CPU tensors, but Triton kernels run on a GPU. To run them on the CPU, set "
@@ -490,17 +501,19 @@ def flash_attention_forward(
     scale: float | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the forward kernel: attention output and the log-sum-exp of each query's scores.
 
     ``lse[b, h, t] = log(sum_s exp(scores[t, s]))`` over the visible keys (``-inf`` when none is
-    visible); the backward recomputes the attention weights from it as ``exp(scores - lse)``.
+    visible), plus ``exp(sinks[h])`` inside the sum when ``sinks`` are given; the backward recomputes the
+    attention weights from it as ``exp(scores - lse)``.
 
     Shapes:
-        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``; returns out ``(B, H, T, D)`` (dtype of q)
-        and lse ``(B, H, T)`` (float32).
+        q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, sinks ``(H,)``; returns out ``(B, H, T, D)``
+        (dtype of q) and lse ``(B, H, T)`` (float32).
     """
-    sizes, scale = check_inputs(q, k, v, scale)
+    sizes, scale = check_inputs(q, k, v, scale, sinks)
     B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
     block_m, block_n = _block_sizes(q.dtype, block_m, block_n)
     dtype = q.dtype
@@ -509,11 +522,14 @@ def flash_attention_forward(
     out = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, T, D)
     lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)  # (B, H, T)
     grid = (triton.cdiv(T, block_m), B * H)  # one program per (query block, batch·head)
+    sink_logits = (
+        lse if sinks is None else sinks.detach().float().contiguous()
+    )  # (H,); never read without sinks
     _flash_forward_kernel[grid](
-        q, k, v, out, lse,
+        q, k, v, out, lse, sink_logits,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         H, H // H_kv, T, S, D, scale,
-        IS_CAUSAL=bool(is_causal), BLOCK_M=block_m, BLOCK_N=block_n,
+        IS_CAUSAL=bool(is_causal), HAS_SINKS=sinks is not None, BLOCK_M=block_m, BLOCK_N=block_n,
         **launch_options(q),
     )  # fmt: skip
     return out.to(dtype), lse
@@ -531,17 +547,20 @@ def flash_attention_backward(
     scale: float | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    sinks: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, ...]:
     """Run the three backward kernels: ``delta``, then ``dK, dV`` per key block, then ``dQ`` per query block.
 
     With grouped-query attention each query head writes its own ``dK, dV`` and the heads of a group
-    are summed afterwards (in float32), so no two programs ever write the same memory.
+    are summed afterwards (in float32), so no two programs ever write the same memory. With ``sinks``
+    (the forward's ``lse`` then includes them) the kernels are unchanged, and the sinks' gradient is
+    ``dsink_h = -sum_{b,t} p_sink · delta``: a sink's score has no value, so its ``dP`` is 0.
 
     Shapes:
-        q, out and grad_out ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, lse ``(B, H, T)``;
-        returns dq, dk, dv with the shapes and dtype of q, k, v.
+        q, out and grad_out ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)``, lse ``(B, H, T)``, sinks ``(H,)``;
+        returns dq, dk, dv with the shapes and dtype of q, k, v, and dsinks ``(H,)`` when sinks are given.
     """
-    sizes, scale = check_inputs(q, k, v, scale)
+    sizes, scale = check_inputs(q, k, v, scale, sinks)
     B, H, H_kv, T, S, D = (sizes[n] for n in ("B", "H", "H_kv", "T", "S", "D"))
     check_shape("out", out, "B H T D", B=B, H=H, T=T, D=D)
     check_shape("grad_out", grad_out, "B H T D", B=B, H=H, T=T, D=D)
@@ -585,7 +604,11 @@ def flash_attention_backward(
     if group > 1:
         dk = dk.view(B, H_kv, group, S, D).sum(dim=2)  # (B, H_kv, S, D)
         dv = dv.view(B, H_kv, group, S, D).sum(dim=2)  # (B, H_kv, S, D)
-    return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+    if sinks is None:
+        return dq.to(dtype), dk.to(dtype), dv.to(dtype)
+    p_sink = torch.exp(sinks.detach().float()[:, None] - lse)  # (B, H, T): the sink's weight in each row
+    dsinks = -(p_sink * delta).sum(dim=(0, 2))  # (H,)
+    return dq.to(dtype), dk.to(dtype), dv.to(dtype), dsinks.to(sinks.dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -597,20 +620,20 @@ class _FlashAttention(torch.autograd.Function):
     """Saves q, k, v, out and lse (``O(T + S)`` rows per head), never the ``(T, S)`` attention matrix."""
 
     @staticmethod
-    def forward(ctx, q, k, v, is_causal, scale, block_m, block_n):  # type: ignore[override]
-        out, lse = flash_attention_forward(
-            q, k, v, is_causal=is_causal, scale=scale, block_m=block_m, block_n=block_n
-        )
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = {"is_causal": is_causal, "scale": scale, "block_m": block_m, "block_n": block_n}
+    def forward(ctx, q, k, v, is_causal, scale, block_m, block_n, sinks):  # type: ignore[override]
+        options = {"is_causal": is_causal, "scale": scale, "block_m": block_m, "block_n": block_n}
+        out, lse = flash_attention_forward(q, k, v, sinks=sinks, **options)
+        ctx.save_for_backward(q, k, v, out, lse, sinks)
+        ctx.options = options
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):  # type: ignore[override]
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out, **ctx.options)
-        return dq, dk, dv, None, None, None, None
+        q, k, v, out, lse, sinks = ctx.saved_tensors
+        grads = flash_attention_backward(q, k, v, out, lse, grad_out, sinks=sinks, **ctx.options)
+        dsinks = grads[3] if sinks is not None else None
+        return *grads[:3], None, None, None, None, dsinks
 
 
 def refuse_mask(mask: object) -> None:
@@ -632,6 +655,7 @@ def flash_attention(
     scale: float | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """FlashAttention-2 on the GPU: exact attention without the ``(T, S)`` matrix, with gradients.
 
@@ -644,6 +668,8 @@ def flash_attention(
     ``block_n`` override the tile sizes (powers of two >= 16; defaults :data:`BLOCK_M`,
     :data:`BLOCK_N`, or :data:`BLOCK_M_FP32`, :data:`BLOCK_N_FP32` for float32); the dK/dV kernel streams query tiles of at
     most :data:`DKDV_BLOCK_M` rows before Hopper and :data:`DKDV_BLOCK_M_FP32` for float32 (:func:`dkdv_block_m`).
+    ``sinks`` ``(H,)`` are gpt-oss's learned sink logits, one per query head, with their own gradient (as
+    :func:`attn_edu.attention.scaled_dot_product_attention`'s ``sinks``).
 
     Shapes:
         q ``(B, H, T, D)``, k and v ``(B, H_kv, S, D)`` with ``H_kv`` dividing ``H``, ``1 <= D <= 128``;
@@ -660,9 +686,9 @@ def flash_attention(
         True
     """
     refuse_mask(mask)
-    check_inputs(q, k, v, scale)  # fail here with a clear message, not inside autograd
+    check_inputs(q, k, v, scale, sinks)  # fail here with a clear message, not inside autograd
     _block_sizes(q.dtype, block_m, block_n)
-    return _FlashAttention.apply(q, k, v, bool(is_causal), scale, block_m, block_n)
+    return _FlashAttention.apply(q, k, v, bool(is_causal), scale, block_m, block_n, sinks)
 
 
 __all__ = [

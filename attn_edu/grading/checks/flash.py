@@ -20,7 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from attn_edu import flash
+from attn_edu import attention, flash
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.masks import causal_mask
 
@@ -499,4 +499,111 @@ CAUSAL_TILE_COUNT = Exercise(
 )
 
 
-EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, TILED_BACKWARD, CAUSAL_TILE_COUNT)
+# ---------------------------------------------------------------------------------------------------------
+# 12.10 attention with a learned sink logit per head (gpt-oss)
+
+
+def _sink_reference(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
+    return attention.scaled_dot_product_attention(q, k, v, is_causal=is_causal, sinks=sinks)
+
+
+def _sink_cases(g: torch.Generator) -> list[Case]:
+    def qkv(B: int, H: int, T: int, S: int, D: int) -> tuple[torch.Tensor, ...]:
+        return _randn(g, B, H, T, D), _randn(g, B, H, S, D), _randn(g, B, H, S, D)
+
+    q, k, v = qkv(1, 2, 6, 8, 8)
+    scores = q @ k.transpose(-2, -1) / 8**0.5  # (B, H, T, S)
+    return [
+        Case((*qkv(2, 3, 5, 7, 8), torch.tensor([-1.0, 0.5, 2.0]))),
+        Case((*qkv(1, 3, 3, 3, 4), _randn(g, 3, std=2.0))),  # T == H: a sink per query would still broadcast
+        Case(
+            (*qkv(2, 2, 9, 4, 6), _randn(g, 2, std=2.0)), {"is_causal": True}
+        ),  # T > S: 5 queries see no key
+        Case((*qkv(1, 4, 6, 6, 8), torch.tensor([-30.0, 0.0, 3.0, 30.0])), {"is_causal": True}),
+        # the largest score 200 (and a sink of 150): exp overflows float32 unless the row's maximum is subtracted
+        Case((q * (200 / scores.max()), k, v, torch.tensor([150.0, -2.0]))),
+    ]
+
+
+def _visible_scores(q: torch.Tensor, k: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    """q kᵀ / sqrt(D), with -inf on the keys a causal (bottom-right) query may not see."""
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, T, S)
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2]), NEG_INF)
+    return scores
+
+
+def _sink_unshifted(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
+    scores = _visible_scores(q, k, is_causal)  # (B, H, T, S)
+    e = torch.exp(scores)  # overflows for large scores
+    return (e / (torch.exp(sinks)[:, None, None] + e.sum(-1, keepdim=True))) @ v
+
+
+def _sink_max_without_sink(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
+    scores = _visible_scores(q, k, is_causal)  # (B, H, T, S)
+    m = scores.amax(-1, keepdim=True)  # -inf for a row with no visible key
+    e = torch.exp(scores - m)
+    return (e / (torch.exp(sinks[:, None, None] - m) + e.sum(-1, keepdim=True))) @ v
+
+
+def _sink_per_query(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
+    scores = _visible_scores(q, k, is_causal)  # (B, H, T, S)
+    logits = torch.cat(
+        [scores, sinks[:, None].expand(*scores.shape[:-1], 1)], dim=-1
+    )  # sinks[:, None]: (T, 1)
+    return torch.softmax(logits, dim=-1)[..., :-1] @ v
+
+
+SINK_ATTENTION = Exercise(
+    exercise_id="12.10",
+    title="attention with a learned sink logit per head: one more score in every softmax, with no value",
+    function_name="sink_attention",
+    arg_names=("q", "k", "v", "sinks"),
+    reference=_sink_reference,
+    make_cases=_sink_cases,
+    mistakes=(
+        Mistake(
+            lambda q, k, v, sinks, is_causal=False: attention.scaled_dot_product_attention(
+                q, k, v, is_causal=is_causal
+            ),
+            "the sink is missing: this is plain attention, whose weights sum to 1. The sink's e^sink joins "
+            "every row's denominator, so the weights on the keys sum to less than 1.",
+        ),
+        Mistake(
+            lambda q, k, v, sinks, is_causal=False: attention.scaled_dot_product_attention(
+                q, k, v, is_causal=is_causal, score_bias=sinks[:, None, None]
+            ),
+            "the sink is added to every score of the row, and a softmax ignores a shift shared by the whole "
+            "row: nothing changes. The sink is one extra score beside the keys, not a bias on them.",
+        ),
+        Mistake(
+            _sink_per_query,
+            "the sinks are laid out per query, not per head: sinks has one logit for each head h, so it must "
+            "broadcast over dim 1 of (B, H, T, S), as sinks[:, None, None] or sinks.view(1, H, 1, 1).",
+        ),
+        Mistake(
+            _sink_unshifted,
+            "exp of the raw scores overflows float32 (past about 88) and gives inf / inf = NaN: subtract each "
+            "row's maximum, the sink included, before exp.",
+        ),
+        Mistake(
+            _sink_max_without_sink,
+            "a query that sees no key comes out NaN: its maximum over the keys alone is -inf. Take the row's "
+            "maximum over the keys and the sink together; such a query then puts all its weight on the sink "
+            "and outputs zeros.",
+        ),
+    ),
+    hints=(
+        "put the sink beside the keys: a (B, H, T, S + 1) row of scores whose last column is the head's sink, "
+        "softmax over it, then drop that column before multiplying by v (the sink has no value).",
+        "sinks has shape (H,): sinks.view(1, -1, 1, 1).expand(B, H, T, 1) is the extra column. Hidden keys "
+        "get -inf before the softmax, as in notebook 04.",
+        "torch.softmax subtracts each row's maximum for you, and with the sink in the row that maximum is never "
+        "-inf, so a query that sees no key needs no special case.",
+    ),
+    difficulty=2,
+    minutes=15,
+)
+
+
+EXERCISES = (ONLINE_SOFTMAX, TILED_FORWARD, LOGSUMEXP, TILED_BACKWARD, CAUSAL_TILE_COUNT, SINK_ATTENTION)
