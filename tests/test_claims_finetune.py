@@ -12,7 +12,13 @@ from tests.test_pretrained import needs_minilm
 
 SEEDS = range(5)
 # The notebook's settings (course/09_architectures.ipynb, the optional section on fine-tuning a real encoder).
-TRAINED_BLOCKS, TUNE_STEPS, TUNE_LR, TUNE_BATCH, FROZEN_STEPS = 2, 30, 2e-4, 16, 200
+TRAINED_BLOCKS, TUNE_STEPS, TUNE_LR, TUNE_BATCH = (
+    finetune.TRAINED_BLOCKS,
+    finetune.STEPS,
+    finetune.LR,
+    finetune.BATCH_SIZE,
+)
+FROZEN_STEPS = 200
 
 
 @pytest.mark.slow

@@ -119,3 +119,29 @@ def test_states_and_accuracy_in_chunks_of_similar_length_equal_one_padded_batch(
     near_ties = int(((logits[:, 0] - logits[:, 1]).abs() < 1e-4).sum())  # may round either way
     assert finetune.accuracy(classifier, hidden, attention_mask, predicted) >= 1 - near_ties / B
     assert finetune.accuracy(classifier, hidden, attention_mask, 1 - predicted) <= near_ties / B
+
+
+@needs_minilm
+def test_the_shipped_fine_tuning_run_starts_as_a_fresh_run_of_the_recipe(minilm) -> None:
+    """Notebook 09 reads the fine-tuning run from its record: the record's first losses are those of a fresh run
+    (training amplifies rounding, so later steps may drift on another machine), and its settings are the code's."""
+    model, tokenizer = minilm
+    record = finetune.read_record()
+    assert (record["trained_blocks"], record["steps"], record["lr"], record["batch_size"]) == (
+        finetune.TRAINED_BLOCKS,
+        finetune.STEPS,
+        finetune.LR,
+        finetune.BATCH_SIZE,
+    )
+    train, _ = finetune.split_data(finetune.documentation_sentences(), test_size=record["test_size"])
+    lower = finetune.encoder_states(
+        model, tokenizer, train.texts, blocks=len(model.blocks) - finetune.TRAINED_BLOCKS
+    )
+    _, run = finetune.fine_tune(model, *lower, train.labels, steps=5)
+    assert run.losses == pytest.approx(record["losses"][:5], rel=1e-3)
+    assert len(record["losses"]) == record["steps"] and 0.65 < record["test_accuracy"] <= 1
+
+
+def test_the_command_reports_the_record(capsys) -> None:
+    assert finetune.main(["report"]) == 0
+    assert "test accuracy 0.7" in capsys.readouterr().out

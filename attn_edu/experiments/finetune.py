@@ -12,15 +12,25 @@ To keep it seconds on a CPU, the blocks below the trained ones run once with no 
 (:func:`encoder_states`), and their output is the input of the :class:`SentenceClassifier`; with
 ``trained_blocks=0`` it is the frozen-features classifier.
 
+Notebook 09 trains the frozen-features classifier itself and reads the fine-tuning run (:func:`fine_tune`) from
+its record, ``attn_edu/weights/finetune.json`` (losses and test accuracy), re-running its first steps to show
+that the record is this code's; ``python -m attn_edu.experiments.finetune train`` writes the record again,
+``... report`` prints it.
+
 Shapes:
     hidden states ``(B, T, C)``, attention mask ``(B, T)`` (1 = real token), labels ``(B,)``, logits ``(B, 2)``.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
+import json
+import platform
 import random
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -29,9 +39,10 @@ from torch import nn
 
 from attn_edu._validate import check_positive_int, check_shape
 from attn_edu.corpus import corpus
+from attn_edu.experiments import cli, shipped
 from attn_edu.masks import key_mask, padding_from_attention_mask
 from attn_edu.models import BERT
-from attn_edu.pretrained import encode, mean_pool
+from attn_edu.pretrained import encode, load_minilm, mean_pool
 from attn_edu.train import TrainResult, train
 
 SENTENCE = re.compile(r"[A-Z][A-Za-z0-9 ,;:'\"()\-]+\.")  # one plain sentence: a capital, words, a full stop
@@ -203,3 +214,82 @@ def accuracy(
         logits = classifier(hidden[rows, :length], attention_mask[rows, :length])  # (b, classes)
         right[rows] = logits.argmax(dim=-1) == labels[rows]
     return right.float().mean().item()
+
+
+# --- notebook 09's fine-tuning run, shipped as a record -------------------------------------------------
+
+TRAINED_BLOCKS, STEPS, LR, BATCH_SIZE = 2, 30, 2e-4, 16  # notebook 09: the top two blocks, two passes
+TEST_SIZE = 200  # sentences held out
+NAME = "finetune"  # the record's stem in attn_edu/weights/ (no weights: two MiniLM blocks would be 7 MB)
+
+
+def fine_tune(
+    model: BERT,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    steps: int = STEPS,
+) -> tuple[SentenceClassifier, TrainResult]:
+    """Notebook 09's fine-tuning run: the top :data:`TRAINED_BLOCKS` blocks and a head, from the head's initial
+    weights after ``torch.manual_seed(0)``, :data:`STEPS` AdamW steps of :data:`BATCH_SIZE` sentences at
+    :data:`LR`. ``hidden`` is :func:`encoder_states` with ``blocks = len(model.blocks) - TRAINED_BLOCKS``.
+
+    Shapes:
+        hidden ``(B, T, C)``, attention_mask ``(B, T)``, labels ``(B,)``.
+    """
+    torch.manual_seed(0)  # the head's initial weights
+    tuned = SentenceClassifier(model, trained_blocks=TRAINED_BLOCKS)
+    run = fit(tuned, hidden, attention_mask, labels, steps=steps, lr=LR, batch_size=BATCH_SIZE)
+    return tuned, run
+
+
+def read_record(directory: str | None = None) -> dict:
+    """The shipped record of the run (``attn_edu/weights/finetune.json``): its losses and test accuracy."""
+    return shipped.read_record(NAME, directory)
+
+
+def _train_command(args: argparse.Namespace) -> None:
+    torch.set_num_threads(2)  # notebook 09's setting for the training
+    model, tokenizer = load_minilm()
+    train_data, test_data = split_data(documentation_sentences(), test_size=TEST_SIZE)
+    first = len(model.blocks) - TRAINED_BLOCKS
+    lower = [encoder_states(model, tokenizer, data.texts, blocks=first) for data in (train_data, test_data)]
+    tuned, run = fine_tune(model, *lower[0], train_data.labels)
+    torch.set_num_threads(1)  # and for the evaluation
+    test_accuracy = accuracy(tuned, *lower[1], test_data.labels)
+    record = {
+        "command": f"python -m attn_edu.experiments.{NAME} train",
+        "trained_blocks": TRAINED_BLOCKS,
+        "steps": STEPS,
+        "lr": LR,
+        "batch_size": BATCH_SIZE,
+        "test_size": TEST_SIZE,
+        "losses": run.losses,
+        "test_accuracy": test_accuracy,
+        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 2},
+    }
+    _, path = shipped.paths(NAME, args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"{STEPS} steps, final loss {run.final_loss():.3f}, test accuracy {test_accuracy:.3f}; wrote {path}"
+    )
+
+
+def _report_command(args: argparse.Namespace) -> None:
+    record = read_record(args.dir)
+    print(f"{NAME}: {record['command']} (torch {record['environment']['torch']})")
+    print(f"{record['steps']} steps, test accuracy {record['test_accuracy']:.3f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attn_edu.experiments.finetune train [--out DIR]`` or ``... report [--dir DIR]``."""
+    parser, _ = cli.command_parser(
+        NAME, __doc__, train_help="fine-tune again and write the record", report_help="what the record holds"
+    )
+    return cli.run(parser, argv, _train_command, _report_command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
