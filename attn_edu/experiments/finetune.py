@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import platform
 import random
 import re
@@ -269,9 +268,7 @@ def _train_command(args: argparse.Namespace) -> None:
         "test_accuracy": test_accuracy,
         "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 2},
     }
-    _, path = shipped.paths(NAME, args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    path = shipped.save_record(NAME, record, args.out)
     print(
         f"{STEPS} steps, final loss {run.final_loss():.3f}, test accuracy {test_accuracy:.3f}; wrote {path}"
     )

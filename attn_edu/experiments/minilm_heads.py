@@ -220,11 +220,7 @@ def load_record(directory: str | None = None) -> dict[str, Any]:
 def _train_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)  # notebook 13's setting
     record = measure(progress=True)
-    _, path = shipped.paths(NAME, args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import json
-
-    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    path = shipped.save_record(NAME, record, args.out)
     print("wrote", path)
 
 

@@ -1,6 +1,7 @@
 """The one store of the models trained here: ``NAME.safetensors`` (the weights) beside ``NAME.json`` (the record).
 
     save("multitask_t5", {"seed0.": model, ...}, record, out, half=True)   one file for every model
+    save_record("minilm_heads", record, out)                               a record alone, no weights
     read_record("multitask_t5")                                           config, command, losses, ...
     tensors = read_weights("multitask_t5")                                every tensor, float32
     load_into(new_model(), tensors, prefix="seed0.")                       one model's weights, checked
@@ -68,8 +69,17 @@ def save(
         if not (key == TIED_KEY and tied(model))
     }
     save_file(tensors, str(weights_path))
-    record_path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    save_record(name, record, out)
     return weights_path
+
+
+def save_record(name: str, record: dict[str, Any], out: str | Path | None = None) -> Path:
+    """Write ``record`` alone into ``NAME.json`` and return its path: the store of an experiment that ships
+    measurements, or a run whose weights are too big to ship, but no weights."""
+    _, record_path = paths(name, out)
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record_path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record_path
 
 
 def read_record(name: str, directory: str | Path | None = None) -> dict[str, Any]:
