@@ -6,6 +6,7 @@ in a notebook.
     rope_extension         a RoPE model trained on 64 characters, read on 256 (weights shipped)
     interp_seeds           notebook 13's attention-only model from three seeds (weights shipped)
     minilm_heads           notebook 13's sweeps over all-MiniLM-L6-v2's heads (measurements shipped)
+    norm_placement         notebook 08's toy decoders, pre-norm vs post-norm (its optional runs' record shipped)
     length_extrapolation   a lag task trained at one length, tested at four times it (trained in notebook 06)
     alignment              a tiny translator whose attention lines up two sentences (trained in notebook 01)
     previous_token         separate vs tied query and key maps, taught to read the previous token (notebook 02)
