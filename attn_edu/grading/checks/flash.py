@@ -11,6 +11,10 @@ block normalised on its own, NaN for a query that sees nothing, ``exp(m)`` overf
 
 The backward pass (12.6, :func:`attn_edu.flash.tiled_attention_backward`) returns ``cat([dq, dk, dv], -2)``,
 ``(..., T + 2S, D)``; its slips: no scale in dQ and dK, ``D`` over one tile or left out, a top-left mask.
+
+Attention with a learned sink (12.10, gpt-oss) is checked against
+:func:`attn_edu.attention.scaled_dot_product_attention` with ``sinks``; its slips: the sink left out (or added to
+every score, the same thing), the sink scaled with the scores, exp without the maximum, a maximum without the sink.
 """
 
 from __future__ import annotations
@@ -514,8 +518,10 @@ def _sink_cases(g: torch.Generator) -> list[Case]:
     q, k, v = qkv(1, 2, 6, 8, 8)
     scores = q @ k.transpose(-2, -1) / 8**0.5  # (B, H, T, S)
     return [
+        Case(
+            (*qkv(1, 3, 3, 3, 4), _randn(g, 3, std=2.0))
+        ),  # T == H: a sink per query still broadcasts (first)
         Case((*qkv(2, 3, 5, 7, 8), torch.tensor([-1.0, 0.5, 2.0]))),
-        Case((*qkv(1, 3, 3, 3, 4), _randn(g, 3, std=2.0))),  # T == H: a sink per query would still broadcast
         Case(
             (*qkv(2, 2, 9, 4, 6), _randn(g, 2, std=2.0)), {"is_causal": True}
         ),  # T > S: 5 queries see no key
@@ -546,11 +552,10 @@ def _sink_max_without_sink(q, k, v, sinks, is_causal=False):  # noqa: ANN001, AN
     return (e / (torch.exp(sinks[:, None, None] - m) + e.sum(-1, keepdim=True))) @ v
 
 
-def _sink_per_query(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
-    scores = _visible_scores(q, k, is_causal)  # (B, H, T, S)
-    logits = torch.cat(
-        [scores, sinks[:, None].expand(*scores.shape[:-1], 1)], dim=-1
-    )  # sinks[:, None]: (T, 1)
+def _sink_scaled_too(q, k, v, sinks, is_causal=False):  # noqa: ANN001, ANN202
+    scores = _visible_scores(q, k, is_causal) * q.shape[-1] ** 0.5  # the raw q·k, scaled below with the sink
+    sink = sinks.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (B, H, T, 1)
+    logits = torch.cat([scores, sink], dim=-1) / q.shape[-1] ** 0.5  # the sink divided by sqrt(D) too
     return torch.softmax(logits, dim=-1)[..., :-1] @ v
 
 
@@ -566,20 +571,14 @@ SINK_ATTENTION = Exercise(
             lambda q, k, v, sinks, is_causal=False: attention.scaled_dot_product_attention(
                 q, k, v, is_causal=is_causal
             ),
-            "the sink is missing: this is plain attention, whose weights sum to 1. The sink's e^sink joins "
-            "every row's denominator, so the weights on the keys sum to less than 1.",
+            "the sink is missing: this is plain attention, whose weights sum to 1 (adding the sink to every "
+            "score gives the same, since a softmax ignores a shift shared by the whole row). The sink's e^sink "
+            "joins every row's denominator as one more score, so the weights on the keys sum to less than 1.",
         ),
         Mistake(
-            lambda q, k, v, sinks, is_causal=False: attention.scaled_dot_product_attention(
-                q, k, v, is_causal=is_causal, score_bias=sinks[:, None, None]
-            ),
-            "the sink is added to every score of the row, and a softmax ignores a shift shared by the whole "
-            "row: nothing changes. The sink is one extra score beside the keys, not a bias on them.",
-        ),
-        Mistake(
-            _sink_per_query,
-            "the sinks are laid out per query, not per head: sinks has one logit for each head h, so it must "
-            "broadcast over dim 1 of (B, H, T, S), as sinks[:, None, None] or sinks.view(1, H, 1, 1).",
+            _sink_scaled_too,
+            "the sink is divided by sqrt(D) with the scores: it is a logit already, on the scale of the scaled "
+            "scores q·k / sqrt(D). Scale q kᵀ, then put the sink beside it as it is.",
         ),
         Mistake(
             _sink_unshifted,
