@@ -285,10 +285,13 @@ def _gpt_oss_float64(q, k, v, sinks, is_causal: bool = False):
 
 @kernel_test
 @pytest.mark.triton
-@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("T, S", [(37, 53), (45, 45), (50, 20)], ids=["T<S", "T=S", "T>S"])
+@pytest.mark.parametrize(
+    "is_causal, T, S",
+    [(False, 21, 40), (True, 21, 40), (True, 33, 33), (True, 40, 20)],
+    ids=["full-T<S", "causal-T<S", "causal-T=S", "causal-T>S"],
+)
 def test_sinks_equal_gpt_oss_with_every_gradient(triton_flash, is_causal, T, S):
-    # Grouped heads (H = 4, H_kv = 2), lengths off the tiles; causal T > S leaves 30 queries with no key.
+    # Grouped heads (H = 4, H_kv = 2), lengths off the tiles; causal T > S leaves 20 queries with no key.
     q, k, v, grad_out = _inputs(2, 4, 2, T, S, 16)
     sinks = (torch.randn(4, generator=torch.Generator().manual_seed(5)) * 2).to(DEVICE)
     leaves = [x.detach().clone().requires_grad_() for x in (q, k, v, sinks)]
