@@ -204,6 +204,25 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_rope_dim(name: str, dim: object, *, minimum: int = 2) -> int:
+    """Raise ``ValueError`` unless ``dim`` (a head size that RoPE turns) is an even int >= ``minimum``."""
+    check_positive_int(name, dim)
+    if dim % 2:
+        raise ValueError(
+            f"{name}: RoPE rotates pairs of coordinates, so the head dim D must be even, got D={dim}"
+        )
+    if dim < minimum:
+        raise ValueError(f"{name}: expected D >= {minimum}, got D={dim}")
+    return dim
+
+
+def check_frequency_base(base: object) -> float:
+    """The ``base`` of sinusoidal or rotary frequencies, ``base^(-2i/D)``: a finite number > 1."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base: expected a finite number > 1 (10000.0 in the papers), got {base!r}")
+    return float(base)
+
+
 def check_head_dim(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     """The head size ``D``: ``head_dim`` if given (a positive int), else ``embed_dim / num_heads``,
     which must then divide evenly."""

@@ -26,7 +26,14 @@ import math
 import torch
 from torch import nn
 
-from attn_edu._validate import check_floating, check_positive_int, check_scale, check_shape, check_tensor
+from attn_edu._validate import (
+    check_floating,
+    check_frequency_base,
+    check_positive_int,
+    check_scale,
+    check_shape,
+    check_tensor,
+)
 from attn_edu.attention import attention_weights
 
 
@@ -35,12 +42,6 @@ def _check_even(name: str, value: int) -> int:
     if value % 2:
         raise ValueError(f"{name}: expected an even number (sin/cos come in pairs), got {value}")
     return value
-
-
-def _check_base(base: float) -> float:
-    if not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
-        raise ValueError(f"base: expected a finite number > 1 (10000.0 in the paper), got {base!r}")
-    return float(base)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def sinusoidal_encoding(
     """
     check_positive_int("num_positions", num_positions)
     _check_even("dim", dim)
-    base = _check_base(base)
+    base = check_frequency_base(base)
     pos = torch.arange(num_positions, dtype=torch.float64)  # (num_positions,)
     angles = pos[:, None] * _angular_frequencies(dim, base)[None, :]  # (num_positions, dim/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (num_positions, dim/2, 2)
@@ -99,7 +100,7 @@ def wavelengths(dim: int, *, base: float = 10000.0) -> torch.Tensor:
         tensor([ 6.2832, 62.8319], dtype=torch.float64)
     """
     _check_even("dim", dim)
-    return 2 * math.pi / _angular_frequencies(dim, _check_base(base))  # (dim/2,)
+    return 2 * math.pi / _angular_frequencies(dim, check_frequency_base(base))  # (dim/2,)
 
 
 def rotation_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:
@@ -126,7 +127,7 @@ def rotation_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:
     if isinstance(k, bool) or not isinstance(k, int):
         raise ValueError(f"k: expected an int shift (may be negative), got {k!r}")
     _check_even("dim", dim)
-    angle = k * _angular_frequencies(dim, _check_base(base))  # (dim/2,)
+    angle = k * _angular_frequencies(dim, check_frequency_base(base))  # (dim/2,)
     cos, sin = angle.cos(), angle.sin()  # (dim/2,)
     blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (dim/2, 2, 2)
     return torch.block_diag(*blocks)  # (dim, dim)

@@ -82,8 +82,8 @@ def fit_probe(
     labels: torch.Tensor,
     num_classes: int,
     *,
-    steps: int = 200,
-    lr: float = 2e-2,
+    steps: int = 100,
+    lr: float = 4e-2,
     weight_decay: float = 0.0,
     seed: int = 0,
 ) -> nn.Linear:

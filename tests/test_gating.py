@@ -1,9 +1,10 @@
 """Gated attention and learned sinks as parts of the course's multi-head attention, against transformers' layers.
 
 Peers: ``Qwen3NextAttention`` (sigmoid output gate from the query projection, RMS QK-norm with zero-centred
-gains, GQA) and gpt-oss's eager attention (one sink logit per head). Our layer is
+gains, GQA, partial RoPE on the first half of each head, the rotations from its own ``Qwen3NextRotaryEmbedding``) and gpt-oss's eager attention (one sink logit per head). Our layer is
 :class:`attn_edu.multihead.MultiHeadAttention` with ``output_gate=OutputGate(...)``, ``qk_norm=QKNorm(kind="rms")``
-and ``attention_fn=SinkAttention(H)``, given the peer's weights.
+``rotary=RotaryEmbedding(D, rotary_dim=D // 2)`` and ``attention_fn=SinkAttention(H)``, given the peer's
+weights.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ import pytest
 import torch
 from transformers import Qwen3NextConfig
 from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
-from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention, Qwen3NextRotaryEmbedding
 
 from attn_edu.gating import OutputGate, SinkAttention
 from attn_edu.masks import causal_mask
 from attn_edu.multihead import MultiHeadAttention, QKNorm
-from attn_edu.rope import RotaryEmbedding, rope_angles, rope_frequencies
+from attn_edu.rope import RotaryEmbedding
 
 C, H, H_KV, D = 32, 4, 2, 8
 
 
-def _qwen3_next_attention(seed: int = 0) -> Qwen3NextAttention:
+def _qwen3_next_config() -> Qwen3NextConfig:
     config = Qwen3NextConfig(
         hidden_size=C,
         num_attention_heads=H,
@@ -30,10 +31,15 @@ def _qwen3_next_attention(seed: int = 0) -> Qwen3NextAttention:
         head_dim=D,
         rms_norm_eps=1e-6,
         attention_bias=False,
+        partial_rotary_factor=0.5,  # the first D/2 coordinates of each head turn (0.25 in the released model)
     )
     config._attn_implementation = "eager"
+    return config
+
+
+def _qwen3_next_attention(seed: int = 0) -> Qwen3NextAttention:
     torch.manual_seed(seed)
-    layer = Qwen3NextAttention(config, layer_idx=3).eval()
+    layer = Qwen3NextAttention(_qwen3_next_config(), layer_idx=3).eval()
     with torch.no_grad():  # zero-centred gains start at 0: make them differ from it, per coordinate
         layer.q_norm.weight.normal_(0, 0.3)
         layer.k_norm.weight.normal_(0, 0.3)
@@ -47,7 +53,7 @@ def _ours_from(peer: Qwen3NextAttention) -> MultiHeadAttention:
         num_kv_heads=H_KV,
         head_dim=D,
         bias=False,
-        rotary=RotaryEmbedding(D),
+        rotary=RotaryEmbedding(D, rotary_dim=D // 2),
         qk_norm=QKNorm(D, kind="rms", eps=1e-6),
         output_gate=OutputGate(C, H * D),
     ).eval()
@@ -64,13 +70,6 @@ def _ours_from(peer: Qwen3NextAttention) -> MultiHeadAttention:
     return ours
 
 
-def _cos_sin(T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """transformers' position embeddings for positions 0..T-1: ``(1, T, D)`` each, both halves alike."""
-    angles = rope_angles(torch.arange(T), rope_frequencies(D))  # (T, D/2)
-    both = torch.cat([angles, angles], dim=-1)[None]  # (1, T, D)
-    return both.cos(), both.sin()
-
-
 @pytest.mark.parametrize("T", [1, 7])
 def test_gated_attention_equals_qwen3_next_attention(T: int) -> None:
     peer = _qwen3_next_attention()
@@ -78,7 +77,9 @@ def test_gated_attention_equals_qwen3_next_attention(T: int) -> None:
     x = torch.randn(2, T, C, generator=torch.Generator().manual_seed(1))
     additive = torch.zeros(T, T).masked_fill(~causal_mask(T, T), float("-inf"))[None, None]  # (1, 1, T, T)
     with torch.no_grad():
-        expected, _ = peer(x, position_embeddings=_cos_sin(T), attention_mask=additive)
+        cos_sin = Qwen3NextRotaryEmbedding(_qwen3_next_config())(x, torch.arange(T)[None])  # (1, T, D/2) each
+        assert cos_sin[0].shape[-1] == D // 2  # partial: the peer turns half of each head
+        expected, _ = peer(x, position_embeddings=cos_sin, attention_mask=additive)
         got = ours(x, is_causal=True)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
@@ -88,7 +89,7 @@ def test_the_gate_is_what_makes_the_difference() -> None:
     ours = _ours_from(peer)
     x = torch.randn(2, 5, C, generator=torch.Generator().manual_seed(2))
     ungated = MultiHeadAttention(
-        C, H, num_kv_heads=H_KV, head_dim=D, bias=False, rotary=RotaryEmbedding(D), qk_norm=ours.qk_norm
+        C, H, num_kv_heads=H_KV, head_dim=D, bias=False, rotary=ours.rotary, qk_norm=ours.qk_norm
     )
     ungated.load_state_dict({k: v for k, v in ours.state_dict().items() if not k.startswith("output_gate")})
     with torch.no_grad():

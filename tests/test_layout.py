@@ -33,6 +33,7 @@ FLOORS = {
         "multihead",
         "positional",
         "rope",
+        "rope_scaling",
         "sparse",
         "efficient",
         "moe",

@@ -12,18 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_edu.rope import (
-    RopeScaling,
     RotaryEmbedding,
-    angle_overshoot,
     apply_rope,
     apply_rope_complex,
     half_to_interleaved,
     interleaved_to_half,
-    linear_scaled_frequencies,
-    ntk_scaled_frequencies,
     rope_angles,
     rope_frequencies,
     rotate_2d,
+)
+from attn_edu.rope_scaling import (
+    RopeScaling,
+    angle_overshoot,
+    linear_scaled_frequencies,
+    ntk_scaled_frequencies,
     yarn_frequencies,
     yarn_frequencies_by_turns,
 )
@@ -325,6 +327,28 @@ def test_cached_table_equals_on_the_fly(layout):
     torch.testing.assert_close(q_rot, apply_rope(q, layout=layout, offset=3))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_partial_rope_turns_the_first_rotary_dim_coordinates_as_a_head_of_that_size(layout):
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 6, 12), torch.randn(1, 1, 6, 12)
+    partial = RotaryEmbedding(12, rotary_dim=4, layout=layout)
+    q_rot, k_rot = partial(q, k, offset=5)
+    q_head, k_head = RotaryEmbedding(4, layout=layout)(q[..., :4], k[..., :4], offset=5)
+    torch.testing.assert_close(
+        q_rot[..., :4], q_head
+    )  # the frequencies of a 4-wide head, not of a 12-wide one
+    torch.testing.assert_close(k_rot[..., :4], k_head)
+    assert torch.equal(q_rot[..., 4:], q[..., 4:]) and torch.equal(k_rot[..., 4:], k[..., 4:])  # no position
+    # the score still depends on the offset only: moving both tokens by 7 changes nothing
+    moved_q, moved_k = partial(q, k, offset=12)
+    torch.testing.assert_close(q_rot @ k_rot.transpose(-1, -2), moved_q @ moved_k.transpose(-1, -2))
+    assert "rotary_dim=4" in repr(partial)
+    with pytest.raises(ValueError, match="rotary_dim: expected at most head_dim=12, got 14"):
+        RotaryEmbedding(12, rotary_dim=14)
+    with pytest.raises(ValueError, match="rotary_dim: RoPE rotates pairs"):
+        RotaryEmbedding(12, rotary_dim=3)
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -423,3 +447,13 @@ def test_attention_factor_overrides_the_methods_own_as_in_transformers():
     for bad in (0.0, -1.0, math.inf, True):
         with pytest.raises(ValueError, match="attention_factor"):
             RopeScaling("linear", 2.0, attention_factor=bad)
+
+
+def test_the_scalings_still_import_from_their_old_home():
+    from attn_edu import rope, rope_scaling
+    from attn_edu.rope import RopeScaling as old_home
+
+    assert old_home is rope_scaling.RopeScaling
+    assert rope.yarn_frequencies is rope_scaling.yarn_frequencies
+    with pytest.raises(AttributeError, match="no attribute 'yarn'"):
+        rope.yarn  # noqa: B018

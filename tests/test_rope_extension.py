@@ -17,7 +17,7 @@ from attn_edu.corpus import CharTokenizer, baselines, corpus, split_corpus
 from attn_edu.experiments import rope_extension as rx
 from attn_edu.interp import attention_maps
 from attn_edu.models import Llama, LlamaConfig
-from attn_edu.rope import RopeScaling, yarn_attention_factor
+from attn_edu.rope_scaling import RopeScaling, yarn_attention_factor
 
 TINY = replace(rx.CONFIG, vocab_size=12)
 
@@ -72,7 +72,9 @@ def test_a_config_with_a_scaling_round_trips_through_json_and_refuses_other_type
         TINY, rope_scaling=RopeScaling("yarn", 4.0, original_max_positions=64, attention_factor=1.0)
     )
     assert LlamaConfig(**json.loads(json.dumps(asdict(config)))) == config
-    with pytest.raises(ValueError, match="rope_scaling: expected None or an attn_edu.rope.RopeScaling"):
+    with pytest.raises(
+        ValueError, match="rope_scaling: expected None or an attn_edu.rope_scaling.RopeScaling"
+    ):
         replace(TINY, rope_scaling=4.0)
 
 

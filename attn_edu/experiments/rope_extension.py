@@ -51,7 +51,7 @@ from attn_edu.experiments.text_gpt import random_windows
 from attn_edu.interp import attention_maps
 from attn_edu.models import Llama, LlamaConfig
 from attn_edu.multihead import AttentionFn
-from attn_edu.rope import RopeScaling
+from attn_edu.rope_scaling import RopeScaling
 from attn_edu.train import TrainResult, train
 
 CONTEXT = 64  # L: the training windows, in characters
@@ -75,7 +75,7 @@ NAME = "rope_extension"  # the files' stem in attn_edu/weights/
 def scaling_for(
     method: str, factor: float = FACTOR, *, attention_factor: float | None = None
 ) -> RopeScaling | None:
-    """The :class:`~attn_edu.rope.RopeScaling` of ``method`` (``"none"``, ``"PI"``, ``"NTK"``, ``"YaRN"``).
+    """The :class:`~attn_edu.rope_scaling.RopeScaling` of ``method`` (``"none"``, ``"PI"``, ``"NTK"``, ``"YaRN"``).
 
     ``attention_factor`` overrides the factor on cos and sin (YaRN's own is ``0.1 ln s + 1``).
 

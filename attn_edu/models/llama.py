@@ -12,7 +12,7 @@ Hugging Face), no biases anywhere; Llama 2 70B and Llama 3 add grouped-query att
 (Jiang et al., 2023): every layer attends only to the last ``W`` positions, and
 :func:`attn_edu.generation.generate` then keeps a rolling cache of ``W`` slots per layer.
 ``rope_scaling`` stretches RoPE past the trained context (position interpolation, NTK-aware, YaRN;
-:class:`attn_edu.rope.RopeScaling`), as Hugging Face's ``rope_scaling`` does.
+:class:`attn_edu.rope_scaling.RopeScaling`), as Hugging Face's ``rope_scaling`` does.
 
 Shapes:
     input_ids ``(B, T)``; logits ``(B, T, V)``.
@@ -30,7 +30,8 @@ from attn_edu._validate import check_head_dim, check_positive_int, check_token_i
 from attn_edu.attention import scaled_dot_product_attention
 from attn_edu.blocks import PreNormDecoderBlock, RMSNorm, SwiGLUFeedForward, init_normal_
 from attn_edu.multihead import AttentionFn, MultiHeadAttention
-from attn_edu.rope import RopeScaling, RotaryEmbedding
+from attn_edu.rope import RotaryEmbedding
+from attn_edu.rope_scaling import RopeScaling
 
 if TYPE_CHECKING:
     from attn_edu.kv_cache import KVCache
@@ -66,7 +67,9 @@ class LlamaConfig:
             object.__setattr__(self, "rope_scaling", RopeScaling(**self.rope_scaling))
         if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
             kind = type(self.rope_scaling).__name__
-            raise ValueError(f"rope_scaling: expected None or an attn_edu.rope.RopeScaling, got {kind}")
+            raise ValueError(
+                f"rope_scaling: expected None or an attn_edu.rope_scaling.RopeScaling, got {kind}"
+            )
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: must divide num_heads={self.num_heads}, got {self.num_kv_heads}")
         if self.head_dim % 2:

@@ -6,7 +6,7 @@ of two, odd head counts, offsets as with a KV cache); the known-wrong versions b
 learners make most often (the interleaved pairing, a rotation the wrong way, positions off by one, the
 plain base times the factor), written out as functions so a check can name the one it sees.
 
-The YaRN table (07.4) is graded against :func:`attn_edu.rope.yarn_frequencies`, which follows the reference code
+The YaRN table (07.4) is graded against :func:`attn_edu.rope_scaling.yarn_frequencies`, which follows the reference code
 and Hugging Face's ``"yarn"`` rope init (a ramp linear in the pair index between ``floor(d(beta_fast))`` and
 ``ceil(d(beta_slow))``), not the paper's ramp in the number of turns; its known-wrong versions are the ramp run
 backwards, its ends left unrounded, the paper's ramp, and every pair interpolated.
@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from attn_edu import rope
+from attn_edu import rope, rope_scaling
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 
 
@@ -180,7 +180,7 @@ def _ntk_cases(g: torch.Generator) -> list[Case]:
 
 
 def _ntk_reference(head_dim: int, factor: float, base: float = 10000.0) -> torch.Tensor:
-    return rope.ntk_scaled_frequencies(head_dim, factor, base=base)
+    return rope_scaling.ntk_scaled_frequencies(head_dim, factor, base=base)
 
 
 def _freqs(head_dim: int, base: float) -> torch.Tensor:
@@ -256,7 +256,7 @@ def _yarn_cases(g: torch.Generator) -> list[Case]:
 
 
 def _yarn_reference(head_dim, factor, original_max_positions, base=10000.0, beta_fast=32.0, beta_slow=1.0):  # noqa: ANN001, ANN202
-    inv_freq, _ = rope.yarn_frequencies(
+    inv_freq, _ = rope_scaling.yarn_frequencies(
         head_dim,
         factor,
         original_max_positions=original_max_positions,
