@@ -207,6 +207,82 @@ class RollingKVCacheLayer:
         self._seq_len = 0
 
 
+class StreamingKVCacheLayer:
+    """StreamingLLM's cache: the first ``n_sink`` tokens kept for good, and the latest ``window`` (Xiao et al.,
+    2024, "Efficient Streaming Language Models with Attention Sinks", section 3.2).
+
+    A model trained with full attention parks weight on its first tokens, whatever they say (the attention
+    sink, notebook 13). A window-only cache throws those tokens away as soon as the text outgrows it, and the
+    loss jumps; keeping a few of them (four in the paper) is enough to keep it level, with memory fixed at
+    ``n_sink + window`` tokens however long the stream runs.
+
+    Positions are *places in the cache*, not in the text: the keys are stored unrotated and turned to
+    positions ``0 .. S − 1`` each time they are read, and the new queries to the last ``T`` of them
+    (``positions_in_cache = True`` tells :class:`attn_edu.multihead.MultiHeadAttention` so). A model then
+    never meets a distance longer than the cache, however far the stream has run. Until the first token is
+    evicted the cache holds every token at its own position, and the outputs equal full attention's.
+
+    ``update`` first evicts the oldest tokens after the sinks to make room (the ``T`` new ones included, at most
+    ``n_sink + window`` are read), then appends. A prompt longer than the window is read whole, as the
+    reference implementation's prefill does, and trimmed at the next step. ``n_sink = 0`` is the window-only
+    cache.
+
+    Shapes:
+        ``update``: k (unrotated), v ``(B, H_kv, T, D)``; returns ``(B, H_kv, S, D)``, ``S <= n_sink + window``
+        for one new token.
+
+    Example:
+        >>> layer = StreamingKVCacheLayer(n_sink=2, window=3)
+        >>> for p in range(8):                       # key p holds the number p
+        ...     k_all, _ = layer.update(torch.full((1, 1, 1, 1), float(p)), torch.zeros(1, 1, 1, 1))
+        >>> layer.seq_len, k_all.flatten().tolist()  # the two sinks, then the latest three, in order
+        (8, [0.0, 1.0, 5.0, 6.0, 7.0])
+    """
+
+    positions_in_cache = True  # MultiHeadAttention rotates the keys when they are read, not when stored
+
+    def __init__(self, n_sink: int, window: int) -> None:
+        if isinstance(n_sink, bool) or not isinstance(n_sink, int) or n_sink < 0:
+            raise ValueError(
+                f"n_sink: expected an int >= 0 (first tokens kept; 4 in StreamingLLM), got {n_sink!r}"
+            )
+        self.n_sink = n_sink
+        self.window = check_positive_int("window", window)
+        self.k: torch.Tensor | None = None  # (B, H_kv, S, D) unrotated: the sinks, then the latest, in order
+        self.v: torch.Tensor | None = None  # (B, H_kv, S, Dv)
+        self._seq_len = 0
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens seen so far, however many the cache still holds."""
+        return self._seq_len
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Evict to make room for ``k, v``, append them, and return what the new queries read."""
+        T = _new_kv_sizes(k, v, self.k, self.v)["T"]
+        if self.k is not None and self.v is not None:
+            keep = max(self.n_sink + self.window - T, self.n_sink)  # stored tokens that stay
+            if self.k.shape[2] > keep:  # evict the oldest after the sinks
+                recent = keep - self.n_sink
+                self.k, self.v = (
+                    torch.cat([x[:, :, : self.n_sink], x[:, :, x.shape[2] - recent :]], dim=2)
+                    for x in (self.k, self.v)
+                )  # (B, H_kv, keep, D)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)  # (B, H_kv, S, D)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)  # (B, H_kv, S, Dv)
+        self._seq_len += T
+        return self.k, self.v
+
+    def nbytes(self) -> int:
+        """Bytes held by the stored keys and values: at most ``n_sink + window`` tokens after a decoding step."""
+        return _nbytes(self.k, self.v)
+
+    def reset(self) -> None:
+        """Forget every stored token."""
+        self.k = self.v = None
+        self._seq_len = 0
+
+
 class CrossKVCacheLayer:
     """One cross-attention layer's keys and values: projected from the encoder output once, then reused.
 
@@ -254,6 +330,9 @@ class KVCache:
 
     With ``window=W`` (for a model with a sliding window of ``W``, e.g. ``LlamaConfig(sliding_window=W)``)
     each layer is a :class:`RollingKVCacheLayer` of ``W`` slots instead.
+    With ``window=W`` and ``n_sink=N`` each layer is a :class:`StreamingKVCacheLayer` (StreamingLLM: the
+    first ``N`` tokens and the latest ``W``, positions counted in the cache), for a model trained with full
+    attention and RoPE.
 
     Pass it as ``model(input_ids, kv_cache=cache)``; layer ``i`` of the model uses ``cache.layers[i]``,
     and the model reads ``cache.seq_len`` as the position of the first new token. An encoder-decoder
@@ -268,18 +347,31 @@ class KVCache:
         (5, 2560)
     """
 
-    def __init__(self, num_layers: int, *, max_len: int | None = None, window: int | None = None) -> None:
+    def __init__(
+        self,
+        num_layers: int,
+        *,
+        max_len: int | None = None,
+        window: int | None = None,
+        n_sink: int | None = None,
+    ) -> None:
         check_positive_int("num_layers", num_layers)
         if window is not None and max_len is not None:
             raise ValueError(
                 f"window: a rolling cache holds exactly window={window} tokens; give max_len "
                 f"(got {max_len}) or window, not both"
             )
-        self.layers: list[KVCacheLayer | RollingKVCacheLayer] = (
-            [KVCacheLayer(max_len) for _ in range(num_layers)]
-            if window is None
-            else [RollingKVCacheLayer(window) for _ in range(num_layers)]
-        )
+        if n_sink is not None and window is None:
+            raise ValueError(
+                f"window: a streaming cache (n_sink={n_sink}) needs the window of latest tokens it keeps"
+            )
+        self.layers: list[KVCacheLayer | RollingKVCacheLayer | StreamingKVCacheLayer]
+        if n_sink is not None and window is not None:
+            self.layers = [StreamingKVCacheLayer(n_sink, window) for _ in range(num_layers)]
+        elif window is not None:
+            self.layers = [RollingKVCacheLayer(window) for _ in range(num_layers)]
+        else:
+            self.layers = [KVCacheLayer(max_len) for _ in range(num_layers)]
         self.cross_layers = [CrossKVCacheLayer() for _ in range(num_layers)]
 
     def __len__(self) -> int:

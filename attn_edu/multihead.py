@@ -12,8 +12,8 @@ group of ``H / H_kv`` consecutive query heads shares one of them (multi-query at
 is ``H_kv = 1``). Only the key/value projections and the KV cache shrink; the kv heads are repeated just
 before the attention product, so the attention itself is ordinary multi-head attention.
 
-QK-norm (:class:`QKNorm`) normalises each head's queries and keys before their dot product (Dehghani et
-al., 2023, section 2; Wortsman et al., 2023, section 3.1), so that their size cannot grow during training.
+QK-norm (:class:`attn_edu.qk_norm.QKNorm`, ``qk_norm=``) normalises each head's queries and keys before their
+dot product, so that their size cannot grow during training.
 
 Mask polarity: our masks are bool with ``True`` = *may attend* (:mod:`attn_edu.masks`).
 :class:`torch.nn.MultiheadAttention`'s ``attn_mask`` and ``key_padding_mask`` use ``True`` = *ignore*;
@@ -23,7 +23,6 @@ convert with :func:`attn_edu.masks.to_torch_polarity` where the two meet.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -112,6 +111,9 @@ class SupportsKVCache(Protocol):
     everything stored so far. Keys are stored with ``H_kv`` heads, before :func:`repeat_kv`: that is
     where GQA saves memory.
 
+    A cache whose ``positions_in_cache`` is true (StreamingLLM's, :class:`attn_edu.kv_cache.StreamingKVCacheLayer`)
+    stores keys unrotated; the attention then turns the keys it returns to positions ``0 .. S − 1``.
+
     Shapes:
         ``update``: k, v ``(B, H_kv, T, D)`` new; returns k_all, v_all ``(B, H_kv, S, D)``, ``S = seq_len + T``.
     """
@@ -120,69 +122,6 @@ class SupportsKVCache(Protocol):
     def seq_len(self) -> int: ...
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
-class QKNorm(nn.Module):
-    """Normalise each head's queries and keys over their ``D`` coordinates, before the dot product (QK-norm).
-
-        q ← γ_q ⊙ (q − mean(q)) / √(var(q) + ε),        k ← γ_k ⊙ (k − mean(k)) / √(var(k) + ε)
-
-    ``kind="layer"`` is the LayerNorm of ViT-22B (Dehghani et al., 2023, section 2, "QK normalization": at 8B
-    parameters their attention logits grew until the weights were one-hot and the loss diverged; normalising q
-    and k stopped it; Wortsman et al., 2023, section 3.1, reproduce the instability and the cure in small
-    models). ``kind="rms"`` is the RMSNorm of Qwen 3 and OLMo 2 (no mean subtracted). Either way every
-    coordinate of q and k has unit variance (times the gain) at every step of training, not only at
-    initialisation: the premise of the ``1/sqrt(D)`` argument, enforced. Those models keep the ``1/sqrt(D)``
-    scale as well; QK-norm bounds the scores, it does not shrink them: normalised q and k still give ``q·k``
-    a variance of about ``D``. As in ViT-22B the norms have a gain and no bias, and one gain vector of size
-    ``D`` serves all heads (as in Qwen 3).
-
-    ``gain`` is both gains' initial value. With ``D ** -0.25`` the two gains multiply every score by
-    ``1/sqrt(D)``: a model with ``scale=1.0`` then starts with the scores of the scaled one, and the
-    temperature becomes a learned parameter (notebook 03 trains both).
-
-    Pass it to :class:`MultiHeadAttention` as ``qk_norm=``: it is called as ``q, k = qk_norm(q, k)`` right
-    after the projections, before a rotary embedding and before the KV cache.
-
-    Shapes:
-        q ``(B, H, T, D)``, k ``(B, H_kv, S, D)`` (any leading dims); returns both, same shapes.
-
-    Example:
-        >>> norm = QKNorm(64)
-        >>> q = 10 * torch.randn(2, 4, 5, 64)          # (B, H, T, D): far from unit variance
-        >>> k = torch.randn(2, 1, 7, 64) + 3            # (B, H_kv, S, D): far from mean 0
-        >>> q, k = norm(q, k)
-        >>> [round(float(t.detach().var(dim=-1, unbiased=False).mean()), 3) for t in (q, k)]   # per head
-        [1.0, 1.0]
-    """
-
-    def __init__(self, head_dim: int, *, kind: str = "layer", gain: float = 1.0, eps: float = 1e-6) -> None:
-        super().__init__()
-        check_positive_int("head_dim", head_dim)
-        if kind not in ("layer", "rms"):
-            raise ValueError(f"kind: expected 'layer' (LayerNorm) or 'rms' (RMSNorm), got {kind!r}")
-        if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
-            raise ValueError(f"gain: expected a finite number > 0, got {gain!r}")
-        self.kind = kind
-
-        def norm() -> nn.Module:
-            made = (
-                nn.LayerNorm(head_dim, eps=eps, bias=False)
-                if kind == "layer"
-                else nn.RMSNorm(head_dim, eps=eps)
-            )
-            nn.init.constant_(made.weight, gain)
-            return made
-
-        self.q_norm, self.k_norm = norm(), norm()
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        D = self.q_norm.weight.shape[0]
-        check_floating("q", q)
-        check_floating("k", k)
-        check_shape("q", q, "... D", D=D)
-        check_shape("k", k, "... D", D=D)
-        return self.q_norm(q), self.k_norm(k)  # (..., T, D), (..., S, D)
 
 
 class AttentionFn(Protocol):
@@ -278,7 +217,7 @@ class MultiHeadAttention(nn.Module):
         rotary: optional module called as ``q, k = rotary(q, k, offset=offset)`` after the
             projections and before caching, e.g. :class:`attn_edu.rope.RotaryEmbedding`.
         qk_norm: optional module called as ``q, k = qk_norm(q, k)`` right after the projections (before
-            ``rotary`` and the cache), e.g. :class:`QKNorm`.
+            ``rotary`` and the cache), e.g. :class:`attn_edu.qk_norm.QKNorm`.
         output_gate: optional module called as ``merged = output_gate(query, merged)`` on the concatenated
             head outputs before ``out_proj``, e.g. :class:`attn_edu.gating.OutputGate` (gated attention).
         window: optional causal sliding window (Mistral 7B, Jiang et al., 2023, section 2): each query
@@ -464,14 +403,18 @@ class MultiHeadAttention(nn.Module):
         if self.qk_norm is not None:
             q, k = self.qk_norm(q, k)  # (B, H, T, D), (B, H_kv, S, D): the new keys only, before caching
         # Positions continue after the cached tokens, so rotate before the keys enter the cache:
-        # cached keys already carry their own positions.
+        # cached keys already carry their own positions. A streaming cache (StreamingLLM) counts positions
+        # in the cache instead: it stores the keys unrotated, and they turn each time they are read.
         offset = 0 if kv_cache is None else int(kv_cache.seq_len)
-        if self.rotary is not None:
+        in_cache = getattr(kv_cache, "positions_in_cache", False)
+        if self.rotary is not None and not in_cache:
             q, k = self.rotary(q, k, offset=offset)  # (B, H, T, D), (B, H_kv, S, D)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, S, D) with S = offset + new tokens
             S = check_shape("kv_cache.update(k, v)[0]", k, "B H_kv S D", B=B, H_kv=H_kv, D=D)["S"]
             check_shape("kv_cache.update(k, v)[1]", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
+        if self.rotary is not None and in_cache:  # the keys at 0 .. S-1, the new queries the last T
+            q, k = self.rotary.rotate(q, offset=S - T), self.rotary.rotate(k)  # (B, H, T, D), (B, H_kv, S, D)
         self._check_mask_and_bias(mask, score_bias, (B, H, T, S))
         if self.window is not None:
             # The band of the last `window` positions, bottom-right aligned over the S keys now held.

@@ -341,20 +341,27 @@ class RotaryEmbedding(nn.Module):
         check_floating("k", k)
         sizes = check_shape("q", q, "... T D", D=self.head_dim)
         check_shape("k", k, "... T D", T=sizes["T"], D=self.head_dim)
+        return self.rotate(q, offset=offset), self.rotate(k, offset=offset)  # (B, H, T, D), (B, H_kv, T, D)
+
+    def rotate(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
+        """One tensor's tokens turned to positions ``offset .. offset + T − 1``: queries and keys apart, as a
+        cache that stores keys unrotated needs (StreamingLLM, :class:`attn_edu.kv_cache.StreamingKVCacheLayer`).
+
+        Shapes:
+            x ``(..., T, D)``; returns the same shape.
+        """
+        check_floating("x", x)
+        T = check_shape("x", x, "... T D", D=self.head_dim)["T"]
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset: expected an int >= 0 (tokens already in the cache), got {offset!r}")
-        T = sizes["T"]
         if self.max_positions is not None and offset + T <= self.max_positions:
-            cos, sin = self.cos_cached[offset : offset + T], self.sin_cached[offset : offset + T]  # (T, D/2)
+            cos, sin = self.cos_cached[offset : offset + T], self.sin_cached[offset : offset + T]  # (T, R/2)
         else:
-            cos, sin = self._cos_sin(torch.arange(offset, offset + T))  # (T, D/2)
-        if self.rotary_dim == self.head_dim:
-            return _rotate(q, cos, sin, self.layout), _rotate(
-                k, cos, sin, self.layout
-            )  # (B, H, T, D), (B, H_kv, T, D)
+            cos, sin = self._cos_sin(torch.arange(offset, offset + T))  # (T, R/2)
         R = self.rotary_dim  # partial RoPE: the coordinates past R pass unturned
-        q, k = (torch.cat([_rotate(x[..., :R], cos, sin, self.layout), x[..., R:]], dim=-1) for x in (q, k))
-        return q, k
+        if R == self.head_dim:
+            return _rotate(x, cos, sin, self.layout)  # (..., T, D)
+        return torch.cat([_rotate(x[..., :R], cos, sin, self.layout), x[..., R:]], dim=-1)  # (..., T, D)
 
     def extra_repr(self) -> str:
         partial = "" if self.rotary_dim == self.head_dim else f", rotary_dim={self.rotary_dim}"

@@ -17,7 +17,8 @@ from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttentio
 
 from attn_edu.gating import OutputGate, SinkAttention
 from attn_edu.masks import causal_mask
-from attn_edu.multihead import MultiHeadAttention, QKNorm
+from attn_edu.multihead import MultiHeadAttention
+from attn_edu.qk_norm import QKNorm
 from attn_edu.rope import RotaryEmbedding
 
 C, H, H_KV, D = 32, 4, 2, 8

@@ -10,6 +10,7 @@ from attn_edu.kv_cache import (
     KVCache,
     KVCacheLayer,
     RollingKVCacheLayer,
+    StreamingKVCacheLayer,
     decode_roofline,
     kv_cache_bytes,
     kv_cache_table,
@@ -101,6 +102,80 @@ def test_rolling_cache_memory_stays_constant_while_a_full_cache_grows():
     one_token = kv_cache_bytes(num_layers=2, num_kv_heads=1, seq_len=1, head_dim=8, dtype_bytes=4)
     assert {r for r, _ in sizes} == {6 * one_token}
     assert sizes[-1][1] == 34 * one_token and rolling.seq_len == full.seq_len == 34
+
+
+def _streaming_llama(num_layers: int) -> Llama:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=20, embed_dim=16, num_heads=2, num_kv_heads=1, ffn_dim=32, num_layers=num_layers
+    )
+    return Llama(config).eval()
+
+
+def _decode(model: Llama, tokens: torch.Tensor, cache: KVCache, prompt: int) -> torch.Tensor:
+    """Logits of a prompt, then of one token at a time: ``(B, T, V)``."""
+    with torch.no_grad():
+        steps = [model(tokens[:, :prompt], kv_cache=cache)]
+        steps += [model(tokens[:, t : t + 1], kv_cache=cache) for t in range(prompt, tokens.shape[1])]
+    return torch.cat(steps, dim=1)
+
+
+def test_streaming_layer_keeps_the_sinks_and_the_latest_tokens_in_order():
+    layer = StreamingKVCacheLayer(n_sink=2, window=3)
+    assert isinstance(layer, SupportsKVCache) and layer.positions_in_cache
+    tokens = torch.arange(12.0).view(1, 1, 12, 1)  # key p holds p
+    k_all, _ = layer.update(tokens[:, :, :4], tokens[:, :, :4])  # a prompt that fits: all of it
+    assert k_all.flatten().tolist() == [0, 1, 2, 3]
+    k_all, _ = layer.update(tokens[:, :, 4:5], tokens[:, :, 4:5])  # one more: 2 sinks + 3 latest, full
+    assert k_all.flatten().tolist() == [0, 1, 2, 3, 4]
+    k_all, v_all = layer.update(tokens[:, :, 5:6], tokens[:, :, 5:6])
+    assert k_all.flatten().tolist() == [0, 1, 3, 4, 5] and torch.equal(k_all, v_all)
+    k_all, _ = layer.update(tokens[:, :, 6:11], tokens[:, :, 6:11])  # longer than the window: read whole
+    assert k_all.flatten().tolist() == [0, 1, 6, 7, 8, 9, 10] and layer.seq_len == 11
+    k_all, _ = layer.update(tokens[:, :, 11:], tokens[:, :, 11:])  # then trimmed
+    assert k_all.flatten().tolist() == [0, 1, 9, 10, 11]
+    window_only = StreamingKVCacheLayer(n_sink=0, window=3)
+    for p in range(6):
+        k_all, _ = window_only.update(tokens[:, :, p : p + 1], tokens[:, :, p : p + 1])
+    assert k_all.flatten().tolist() == [3, 4, 5] and window_only.nbytes() == 2 * 3 * 4
+
+
+@pytest.mark.parametrize("prompt", [1, 5])
+def test_streaming_cache_equals_full_attention_until_the_first_eviction(prompt):
+    model = _streaming_llama(2)
+    tokens = torch.randint(20, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(tokens)  # (B, T, V)
+    streamed = _decode(model, tokens, KVCache(2, n_sink=4, window=6), prompt)  # holds all 10: nothing leaves
+    torch.testing.assert_close(streamed, full, rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_cache_equals_the_model_read_on_the_kept_tokens_at_their_cache_positions():
+    """One layer: its keys and values depend on one token each, so after evictions a decoding step equals the
+    whole model run on the tokens the cache kept (sinks, then the latest), the new one last. Window-only too."""
+    model = _streaming_llama(1)
+    tokens = torch.randint(20, (2, 24), generator=torch.Generator().manual_seed(2))
+    for n_sink in (0, 3):
+        streamed = _decode(model, tokens, KVCache(1, n_sink=n_sink, window=5), prompt=2)
+        for t in (8, 15, 23):  # far past the n_sink + 5 tokens the cache holds
+            kept = torch.cat([tokens[:, :n_sink], tokens[:, t - 4 : t + 1]], dim=1)  # (B, n_sink + 5)
+            with torch.no_grad():
+                expected = model(kept)[:, -1]  # (B, V)
+            torch.testing.assert_close(streamed[:, t], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_cache_memory_is_fixed_at_sinks_plus_window():
+    model = _streaming_llama(2)
+    tokens = torch.randint(20, (1, 40), generator=torch.Generator().manual_seed(3))
+    cache = KVCache(2, n_sink=4, window=8)
+    sizes = []
+    with torch.no_grad():
+        model(tokens[:, :3], kv_cache=cache)
+        for t in range(3, 40):
+            model(tokens[:, t : t + 1], kv_cache=cache)
+            sizes.append(cache.nbytes())
+    one_token = kv_cache_bytes(num_layers=2, num_kv_heads=1, seq_len=1, head_dim=8, dtype_bytes=4)
+    assert max(sizes) == sizes[-1] == 12 * one_token and cache.seq_len == 40
 
 
 @pytest.mark.parametrize("max_len", [None, 12])
@@ -249,6 +324,12 @@ def test_cache_errors():
         KVCache(2, max_len=8, window=4)
     with pytest.raises(ValueError, match="window"):
         RollingKVCacheLayer(0)
+    with pytest.raises(ValueError, match="n_sink: expected an int >= 0"):
+        StreamingKVCacheLayer(-1, 4)
+    with pytest.raises(ValueError, match="window: expected a positive int"):
+        StreamingKVCacheLayer(4, 0)
+    with pytest.raises(ValueError, match="window: a streaming cache"):
+        KVCache(2, n_sink=4)
     with pytest.raises(ValueError, match="window"):
         MultiHeadAttention(8, 2, window=0)
     rolling = RollingKVCacheLayer(3)

@@ -31,6 +31,7 @@ FLOORS = {
     "blocks": [
         "retrieval",
         "multihead",
+        "qk_norm",
         "positional",
         "rope",
         "rope_scaling",

@@ -11,7 +11,7 @@ import torch
 from attn_edu.attention import attention_entropy
 from attn_edu.data import key_value_lookup
 from attn_edu.models.lookup import KeyValueLookup, LookupConfig, lookup_loss, train_lookup
-from attn_edu.multihead import QKNorm
+from attn_edu.qk_norm import QKNorm
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

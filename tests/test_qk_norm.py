@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from attn_edu.attention import attention_weights
-from attn_edu.multihead import MultiHeadAttention, QKNorm, merge_heads, split_heads
+from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
+from attn_edu.qk_norm import QKNorm
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 

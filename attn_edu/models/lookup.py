@@ -34,7 +34,8 @@ from torch import nn
 from attn_edu._validate import check_positive_int, check_scale, check_shape, check_token_ids
 from attn_edu.attention import attention_entropy
 from attn_edu.data import LookupBatch, key_value_lookup
-from attn_edu.multihead import MultiHeadAttention, QKNorm
+from attn_edu.multihead import MultiHeadAttention
+from attn_edu.qk_norm import QKNorm
 from attn_edu.train import train
 
 
