@@ -145,11 +145,39 @@ class DifferentialAttention(nn.Module):
         return first - second + self.lambda_init
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, *, is_causal: bool = False
-    ) -> torch.Tensor:
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        score_bias: None = None,
+        kv_cache: None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The layer's output; with ``need_weights`` also each output head's difference map
+        ``w1 − λ·w2`` ``(B, H/2, T, S)``. Called as a decoder block calls its attention; ``score_bias`` and
+        ``kv_cache`` must stay None (this layer has neither)."""
+        if score_bias is not None or kv_cache is not None:
+            raise ValueError(
+                "score_bias, kv_cache: differential attention takes neither here; leave them None"
+            )
+        q1, k1, q2, k2, v = self._project(x)
+        lam = self.lam().to(x.dtype)
+        heads = differential_attention(q1, k1, q2, k2, v, lam, mask, is_causal=is_causal)  # (B, H/2, T, 2D)
+        heads = (1 - self.lambda_init) * F.rms_norm(
+            heads, (2 * self.head_dim,), eps=self.eps
+        )  # each head alone
+        out = self.o_proj(merge_heads(heads))  # (B, T, C)
+        if not need_weights:
+            return out
+        w1, w2 = (attention_weights(q, k, mask, is_causal=is_causal) for q, k in ((q1, k1), (q2, k2)))
+        return out, w1 - lam * w2  # (B, T, C), (B, H/2, T, S)
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The two maps' queries and keys ``(B, H/2, T, D)`` each and the shared value ``(B, H/2, T, 2D)``."""
         check_floating("x", x)
         check_shape("x", x, "B T C", C=self.q_proj.in_features)
-        H, half, D = self.num_heads, self.num_heads // 2, self.head_dim
+        H, half = self.num_heads, self.num_heads // 2
         q = split_heads(self.q_proj(x), H)  # (B, H, T, D)
         k = split_heads(self.k_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
         v = split_heads(self.v_proj(x), self.num_kv_heads)  # (B, H_kv, T, D)
@@ -162,12 +190,7 @@ class DifferentialAttention(nn.Module):
             [v[:, :kv_half], v[:, kv_half:]], dim=-1
         )  # (B, H_kv/2, T, 2D): kv heads g and g + H_kv/2
         v = repeat_kv(v, groups)  # (B, H/2, T, 2D)
-        lam = self.lam().to(x.dtype)
-        heads = differential_attention(
-            q[:, :half], k[:, :half], q[:, half:], k[:, half:], v, lam, mask, is_causal=is_causal
-        )  # (B, H/2, T, 2D)
-        heads = (1 - self.lambda_init) * F.rms_norm(heads, (2 * D,), eps=self.eps)  # each head on its own
-        return self.o_proj(merge_heads(heads))  # (B, T, C)
+        return q[:, :half], k[:, :half], q[:, half:], k[:, half:], v
 
     @classmethod
     def from_hf(cls, layer: nn.Module, rotary: Callable | None = None) -> DifferentialAttention:

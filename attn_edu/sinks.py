@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_shape
+from attn_edu.differential import DifferentialAttention
 from attn_edu.interp import attention_maps
 
 
@@ -46,8 +47,10 @@ def sink_profile(model: nn.Module, *args: Any, **kwargs: Any) -> dict[str, torch
     size at each position after the embedding and after each block.
 
     Returns ``{"mass": (L, H), "norms": (L + 1, T)}``: ``mass[l, h]`` is :func:`first_token_mass` of layer
-    ``l``'s head ``h``; ``norms[l, t]`` is the mean (over the batch) Euclidean norm of position ``t``'s
-    residual vector entering block ``l`` (row ``L``: leaving the last block).
+    ``l``'s head ``h`` (for :class:`attn_edu.differential.DifferentialAttention`, of output head ``h``'s
+    difference map ``w1 − λ·w2``: ``H`` is then half the query heads); ``norms[l, t]`` is the mean (over the
+    batch) Euclidean norm of position ``t``'s residual vector entering block ``l`` (row ``L``: leaving the last
+    block).
 
     Example:
         >>> from attn_edu.models import GPT, GPTConfig
@@ -71,9 +74,21 @@ def sink_profile(model: nn.Module, *args: Any, **kwargs: Any) -> dict[str, torch
 
     hooks = [blocks[0].register_forward_pre_hook(entering)]
     hooks += [block.register_forward_hook(leaving) for block in blocks]
+    differential = [m for m in model.modules() if isinstance(m, DifferentialAttention)]
+    maps: list[torch.Tensor] = []
+
+    def difference_map(
+        module: nn.Module, inputs: tuple[Any, ...], options: dict[str, Any], _output: Any
+    ) -> None:
+        maps.append(module.forward(*inputs, **options, need_weights=True)[1])  # (B, H/2, T, S): w1 − λ·w2
+
+    hooks += [m.register_forward_hook(difference_map, with_kwargs=True) for m in differential]
     try:
         with torch.no_grad():
-            maps = attention_maps(model, *args, **kwargs)  # L x (B, H, T, S)
+            if differential:
+                model(*args, **kwargs)
+            else:
+                maps = attention_maps(model, *args, **kwargs)  # L x (B, H, T, S)
     finally:
         for hook in hooks:
             hook.remove()

@@ -73,3 +73,17 @@ def test_bad_arguments_name_themselves() -> None:
     q = torch.randn(2, 4, 8)
     with pytest.raises(ValueError, match="q2"):
         differential_attention(q, q, torch.randn(2, 4, 6), q, q, 0.5)
+
+
+def test_the_layer_returns_its_difference_maps_and_plugs_into_a_decoder_block() -> None:
+    torch.manual_seed(0)
+    layer = DifferentialAttention(16, 4, num_kv_heads=2, layer=2).eval()
+    x = torch.randn(2, 6, 16)
+    with torch.no_grad():
+        out, maps = layer(x, is_causal=True, need_weights=True)
+        torch.testing.assert_close(out, layer(x, is_causal=True))
+    assert maps.shape == (2, 2, 6, 6)  # (B, H/2, T, S): one map per output head
+    torch.testing.assert_close(maps.sum(-1), (1 - layer.lam()).expand(2, 2, 6))  # rows sum to 1 - λ
+    assert (maps.masked_select(~causal_mask(6, 6)) == 0).all()
+    with pytest.raises(ValueError, match="score_bias, kv_cache"):
+        layer(x, is_causal=True, kv_cache=object())

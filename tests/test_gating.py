@@ -135,3 +135,22 @@ def test_bad_gate_inputs_name_the_argument() -> None:
         gate(torch.randn(2, 5, 9), torch.randn(2, 5, 6))
     with pytest.raises(ValueError, match="num_heads"):
         SinkAttention(0)
+
+
+def test_sinks_and_gates_decode_through_a_kv_cache_as_the_full_pass_computes() -> None:
+    """The cached decode path: one token at a time through a KVCacheLayer equals one causal pass, with learned
+    sinks (read by every step's softmax) and with an output gate (computed from each new token)."""
+    from attn_edu.kv_cache import KVCacheLayer
+
+    torch.manual_seed(0)
+    layers = [
+        MultiHeadAttention(C, H, num_kv_heads=H_KV, head_dim=D, attention_fn=SinkAttention(H, init=1.0)),
+        MultiHeadAttention(C, H, num_kv_heads=H_KV, head_dim=D, output_gate=OutputGate(C, H * D)),
+    ]
+    x = torch.randn(2, 9, C, generator=torch.Generator().manual_seed(4))
+    for mha in layers:
+        cache = KVCacheLayer()
+        with torch.no_grad():
+            steps = [mha(x[:, :4], is_causal=True, kv_cache=cache)]
+            steps += [mha(x[:, t : t + 1], is_causal=True, kv_cache=cache) for t in range(4, 9)]
+            torch.testing.assert_close(torch.cat(steps, dim=1), mha(x, is_causal=True), rtol=1e-5, atol=1e-6)

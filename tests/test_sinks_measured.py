@@ -54,3 +54,21 @@ def test_bad_inputs_are_named() -> None:
         first_token_mass(torch.ones(1, 2, 1, 3))
     with pytest.raises(ValueError, match="model: expected a model with its layers in `model.blocks`"):
         sink_profile(torch.nn.Linear(2, 2), torch.ones(1, 2))
+
+
+def test_a_differential_model_is_measured_on_its_difference_maps() -> None:
+    from attn_edu.differential import DifferentialAttention
+    from attn_edu.models import Llama, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=12, embed_dim=16, num_layers=2, num_heads=4, num_kv_heads=2, ffn_dim=32)
+    model = Llama(config).eval()
+    for i, block in enumerate(model.blocks):
+        block.attn = DifferentialAttention(16, 4, num_kv_heads=2, layer=i, rotary=model.rotary)
+    ids = torch.randint(12, (2, 9), generator=torch.Generator().manual_seed(3))
+    profile = sink_profile(model, ids)
+    assert profile["mass"].shape == (2, 2) and profile["norms"].shape == (3, 9)  # (L, H/2), (L + 1, T)
+    x = model.token_embedding(ids)  # the first block's attention input, normalised as the block does
+    with torch.no_grad():
+        _, maps = model.blocks[0].attn(model.blocks[0].attn_norm(x), is_causal=True, need_weights=True)
+    torch.testing.assert_close(profile["mass"][0], first_token_mass(maps))

@@ -36,6 +36,20 @@ class Mistake:
     message: str  # names the mistake and the fix
 
 
+# The slip every softmax exercise shares, and what a check says about it: a large-score case catches it.
+OVERFLOW_HINT = (
+    "exp of the raw scores overflows float32 (past about 88) and gives inf / inf = NaN: use torch.softmax, or "
+    "subtract each row's largest score before exp (it cancels in the ratio)."
+)
+
+
+def unshifted_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The softmax of that known mistake: ``exp / sum`` without subtracting the row's maximum, so a score past
+    about 88 gives ``inf / inf = NaN`` in float32 (masked ``-inf`` scores still give 0)."""
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 @dataclass(frozen=True)
 class Property:
     """A requirement tested on its own cases (``Case.group == name``) after the values agree.

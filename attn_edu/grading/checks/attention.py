@@ -14,7 +14,7 @@ import math
 import torch
 
 from attn_edu import attention
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -339,7 +339,15 @@ def _cross_cases(g: torch.Generator) -> list[Case]:
         _cross_case(g, 3, 4, 9, 7, 7),  # same widths, T != S
         _cross_case(g, 2, 1, 6, 5, 11),  # a single query
         _cross_case(g, 1, 8, 8, 3, 12),  # T == S, but the widths differ
+        _sharp_cross(_cross_case(g, 2, 5, 6, 8, 9)),  # the largest score 200: exp overflows unless shifted
     ]
+
+
+def _sharp_cross(case: Case) -> Case:
+    """The case with w_q scaled so that the largest score q·k/√C is 200, past exp's float32 range."""
+    x, context, w_q, w_k, *rest = case.args
+    scores = (x @ w_q.T) @ (context @ w_k.T).transpose(-2, -1) / w_q.shape[0] ** 0.5  # (B, T, S)
+    return Case((x, context, w_q * (200.0 / scores.max()), w_k, *rest))
 
 
 def _cross_reference(x, context, w_q, w_k, w_v, w_o):
@@ -351,11 +359,15 @@ def _cross_reference(x, context, w_q, w_k, w_v, w_o):
         return layer(x, context)  # (B, T, C)
 
 
-def _cross_variant(x, context, w_q, w_k, w_v, w_o, *, scale=None, softmax_dim=-1, out=True):
+def _cross_variant(x, context, w_q, w_k, w_v, w_o, *, scale=None, softmax_dim=-1, out=True, unshifted=False):
     """Cross-attention with one piece swapped for a wrong one (the known mistakes below)."""
     q, k, v = x @ w_q.T, context @ w_k.T, context @ w_v.T  # (B, T, C), (B, S, C), (B, S, C)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=softmax_dim)  # (B, T, S)
+    scores = q @ k.transpose(-2, -1) * scale  # (B, T, S)
+    softmax = (
+        unshifted_softmax if unshifted else torch.softmax
+    )  # the first: inf / inf = NaN past a score of 88
+    weights = softmax(scores, dim=softmax_dim)  # (B, T, S)
     heads = weights @ v  # (B, T, C)
     return heads @ w_o.T if out else heads
 
@@ -387,6 +399,10 @@ CROSS = Exercise(
             lambda *a: _cross_variant(*a, softmax_dim=-2),
             "the softmax runs over the queries (dim -2): each query's weights over the S context tokens "
             "must sum to 1, so softmax over the last dim.",
+        ),
+        Mistake(
+            lambda *a: _cross_variant(*a, unshifted=True),
+            OVERFLOW_HINT,
         ),
     ),
     hints=(

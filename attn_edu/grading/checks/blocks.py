@@ -1,7 +1,9 @@
 """Checks for notebook 08's exercises: RMSNorm, a pre-norm block, a post-norm block, the SwiGLU FFN, and 08.6,
 a measurement: the length at which a block's T² FLOPs overtake the rest, verified by PyTorch's FlopCounterMode
 on a real block; and 08.5, a GPT-2 block built from Hugging Face's weights and verified against transformers'
-GPT2Block (its helpers serve 09.5 too, in :mod:`attn_edu.grading.checks.architectures`).
+GPT2Block (its helpers serve 09.5 too, in :mod:`attn_edu.grading.checks.architectures`); 08.7, gated attention's
+output gate, against :class:`attn_edu.gating.OutputGate` (its slips: no sigmoid, the sigmoid after the product, the
+gate added).
 
 Each exercise runs the learner's function on random cases (sizes that are not powers of two, odd head
 counts, inputs far from zero mean and unit scale) and compares it with :mod:`attn_edu.blocks`. The
@@ -27,6 +29,7 @@ from attn_edu.blocks import (
     SwiGLUFeedForward,
     block_flops,
 )
+from attn_edu.gating import OutputGate
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
 from attn_edu.grading.given import Sublayers, toy_sublayers
 from attn_edu.multihead import MultiHeadAttention
@@ -654,4 +657,67 @@ GPT2_BLOCK = Exercise(
 )
 
 
-EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU, GPT2_BLOCK, CROSSOVER)
+# ---------------------------------------------------------------------------------------------------------
+# 08.7 gated attention's output gate (Qwen3-Next)
+
+
+def _gate_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, T: int, C: int, HD: int, scale: float = 1.0) -> Case:
+        x = scale * torch.randn(B, T, C, generator=g) + 0.5  # far from zero mean
+        heads = torch.randn(B, T, HD, generator=g)
+        return Case((x, heads, torch.randn(HD, C, generator=g) / C**0.5))
+
+    T = int(torch.randint(2, 9, (1,), generator=g))
+    return [
+        case(1, 3, 8, 6),
+        case(2, T, 12, 20),
+        case(3, 5, 10, 4, scale=30.0),  # large gate logits: sigmoid saturates at 0 and 1, never NaN
+        case(1, 1, 7, 14),  # one token
+    ]
+
+
+def _gate_reference(x: torch.Tensor, heads: torch.Tensor, w_gate: torch.Tensor) -> torch.Tensor:
+    gate = OutputGate(x.shape[-1], heads.shape[-1])
+    with torch.no_grad():
+        gate.proj.weight.copy_(w_gate)
+        return gate(x, heads)  # (B, T, H·D)
+
+
+GATED_OUTPUT = Exercise(
+    exercise_id="08.7",
+    title="gated attention: each head's output times a sigmoid gate computed from the token itself",
+    function_name="gated_output",
+    arg_names=("x", "heads", "w_gate"),
+    reference=_gate_reference,
+    make_cases=_gate_cases,
+    mistakes=(
+        Mistake(
+            lambda x, heads, w_gate: heads * (x @ w_gate.T),
+            "the gate has no sigmoid: x @ w_gateᵀ is a logit of any size and sign, so it scales the heads without "
+            "bound or flips them. Squash it into (0, 1) with torch.sigmoid first.",
+        ),
+        Mistake(
+            lambda x, heads, w_gate: torch.sigmoid(heads * (x @ w_gate.T)),
+            "the sigmoid is taken after the product: the result is a number in (0, 1) whatever the heads said. The "
+            "gate is sigmoid(x @ w_gateᵀ), and it multiplies the heads' output.",
+        ),
+        Mistake(
+            lambda x, heads, w_gate: heads + torch.sigmoid(x @ w_gate.T),
+            "the gate is added: a gate scales each coordinate of the heads' output between nothing (0) and all of "
+            "it (1), so multiply, element by element.",
+        ),
+    ),
+    hints=(
+        "the gate comes from the token's own input x, not from the attention: a linear map of x gives one logit "
+        "per coordinate of the concatenated heads.",
+        "a gate lies between 0 (shut) and 1 (open): the logits x @ w_gateᵀ, of shape (B, T, H·D), go through "
+        "torch.sigmoid.",
+        "multiply the heads' output by the gate, element by element: each coordinate of each head is let through "
+        "in its own share (the two tensors have the same shape).",
+    ),
+    difficulty=1,
+    minutes=5,
+)
+
+
+EXERCISES = (RMS_NORM, PRE_NORM_BLOCK, POST_NORM_BLOCK, SWIGLU, GPT2_BLOCK, CROSSOVER, GATED_OUTPUT)

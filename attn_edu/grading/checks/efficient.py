@@ -12,12 +12,14 @@ current token, softmax taken before top-k, a receptive field that grows by ``win
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
 from attn_edu import efficient, moe, sparse
 from attn_edu.attention import scaled_dot_product_attention
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -334,7 +336,13 @@ def _router_cases(g: torch.Generator) -> list[Case]:
         Case((_randn(g, 5, 6), _randn(g, 5, 6), 1)),  # k = 1 (Switch-style routing)
         Case((_randn(g, 11, 3), _randn(g, 6, 3), 3)),
         Case((_randn(g, 7, 4), _randn(g, 3, 4), 2)),
+        _sharp_router(_randn(g, 6, 5), _randn(g, 5, 5), 3),  # the largest logit 200: exp overflows unshifted
     ]
+
+
+def _sharp_router(x: torch.Tensor, gate_weight: torch.Tensor, k: int) -> Case:
+    """x scaled so that the largest logit is 200, past exp's float32 range (about 88)."""
+    return Case((x * (200.0 / (x @ gate_weight.T).max()), gate_weight, k))
 
 
 def _route_reference(x: torch.Tensor, gate_weight: torch.Tensor, k: int) -> torch.Tensor:
@@ -351,9 +359,11 @@ def _keep_top_k(values: torch.Tensor, logits: torch.Tensor, k: int, *, largest: 
     return torch.zeros_like(values).scatter(1, index, values.gather(1, index))  # (N, E)
 
 
-def _softmax_of_chosen(logits: torch.Tensor, k: int, *, largest: bool) -> torch.Tensor:
+def _softmax_of_chosen(
+    logits: torch.Tensor, k: int, *, largest: bool, softmax: Callable = torch.softmax
+) -> torch.Tensor:
     top, index = logits.topk(k, dim=-1, largest=largest)  # (N, k), (N, k)
-    return torch.zeros_like(logits).scatter(1, index, top.softmax(dim=-1))  # (N, E)
+    return torch.zeros_like(logits).scatter(1, index, softmax(top, dim=-1))  # (N, E)
 
 
 TOP_K_ROUTER = Exercise(
@@ -392,6 +402,10 @@ TOP_K_ROUTER = Exercise(
             lambda x, w, k: _keep_top_k(x @ w.T, x @ w.T, k),
             "these are the raw logits of the chosen experts: turn them into weights with a softmax "
             "over the k chosen logits.",
+        ),
+        Mistake(
+            lambda x, w, k: _softmax_of_chosen(x @ w.T, k, largest=True, softmax=unshifted_softmax),
+            OVERFLOW_HINT,
         ),
     ),
     hints=(

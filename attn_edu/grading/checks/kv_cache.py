@@ -14,6 +14,9 @@ known-wrong versions: the new token left out of the cache, a top-left causal mas
 key 0 only, the scale ``1/sqrt(C)``, and weights used untransposed.
 10.6 measures the cached length at which the cache takes as much memory as the model's weights: its property fills a
 real :class:`attn_edu.kv_cache.KVCache` and counts the bytes of a tiny :class:`attn_edu.models.GPT`'s parameters.
+10.7, StreamingLLM's eviction, is graded against :class:`attn_edu.kv_cache.StreamingKVCacheLayer`; its slips: the
+sinks dropped, the sinks and the window overlapping on a short text, the oldest tokens kept instead of the newest,
+and a window that counts the sinks.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import math
 import torch
 
 from attn_edu.generation import top_k_filter, top_p_filter
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
-from attn_edu.kv_cache import MODEL_SHAPES, KVCache, KVCacheLayer, kv_cache_bytes
+from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.kv_cache import MODEL_SHAPES, KVCache, KVCacheLayer, StreamingKVCacheLayer, kv_cache_bytes
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
 from attn_edu.params import count_parameters
@@ -207,6 +210,7 @@ def _top_k_cases(g: torch.Generator) -> list[Case]:
         Case((_logits(g, 3, V), 5)),
         Case((_logits(g, 2, 3, 13), 4)),  # (B, T, V): any leading dims
         Case((_logits(g, 5), 5)),  # k = V keeps everything
+        Case((_logits(g, 2, 9, scale=80.0), 4)),  # logits past 88: exp overflows float32 unless shifted
     ]
 
 
@@ -245,6 +249,10 @@ TOP_K = Exercise(
             "the k *least* likely tokens are kept: topk(k) (largest=True) gives the most likely ones.",
         ),
         Mistake(
+            lambda logits, k: unshifted_softmax(logits.masked_fill(~_keep_top(logits, k), float("-inf"))),
+            OVERFLOW_HINT,
+        ),
+        Mistake(
             lambda logits, k: top_k_filter(logits, k),
             "these are filtered logits (with -inf), not probabilities: finish with a softmax over the last dim.",
         ),
@@ -276,6 +284,7 @@ def _top_p_cases(g: torch.Generator) -> list[Case]:
         Case((_logits(g, 2, V), 0.75)),
         Case((_logits(g, 2, 2, 15, scale=1.0), 0.3)),  # (B, T, V), a flatter distribution
         Case((peaked, 0.6)),
+        Case((_logits(g, 3, 10, scale=80.0), 0.99)),  # logits past 88: exp overflows float32 unless shifted
     ]
 
 
@@ -311,6 +320,10 @@ TOP_P = Exercise(
     reference=_top_p_reference,
     make_cases=_top_p_cases,
     mistakes=(
+        Mistake(
+            lambda logits, p: unshifted_softmax(logits.masked_fill(~_nucleus(logits, p), float("-inf"))),
+            OVERFLOW_HINT,
+        ),
         Mistake(
             lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, rule="exclude_crossing")),
             "the token whose probability takes the running total past p is dropped, so the kept "
@@ -586,4 +599,78 @@ OVERTAKE = Exercise(
 )
 
 
-EXERCISES = (APPEND, BYTES, TOP_K, TOP_P, DECODE_STEP, OVERTAKE)
+# ---------------------------------------------------------------------------------------------------------
+# 10.7 StreamingLLM's eviction: keep the first n_sink tokens and the latest window
+
+
+def _streaming_cases(g: torch.Generator) -> list[Case]:
+    def randint(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (1,), generator=g))
+
+    def case(B: int, H_kv: int, S: int, D: int, n_sink: int, window: int) -> Case:
+        return Case((torch.randn(B, H_kv, S, D, generator=g), n_sink, window))
+
+    n_sink, window = randint(1, 4), randint(2, 6)
+    return [
+        case(1, 2, 12, 4, 4, 5),  # the text has outgrown the cache: 3 tokens leave
+        case(2, 1, randint(13, 20), 6, n_sink, window),
+        case(1, 3, 7, 5, 4, 3),  # exactly full: nothing leaves yet
+        case(2, 2, 5, 3, 2, 6),  # a short text: nothing leaves
+        case(1, 1, 9, 2, 0, 4),  # n_sink = 0: window attention
+    ]
+
+
+def _streaming_reference(cache: torch.Tensor, n_sink: int, window: int) -> torch.Tensor:
+    """What :class:`StreamingKVCacheLayer` holds once the cache's last token has arrived."""
+    layer = StreamingKVCacheLayer(n_sink, window)
+    layer.update(cache[:, :, :-1], cache[:, :, :-1])  # every earlier token (a prompt is read whole)
+    k_all, _ = layer.update(cache[:, :, -1:], cache[:, :, -1:])  # the step that evicts, then appends
+    return k_all
+
+
+STREAMING_KEEP = Exercise(
+    exercise_id="10.7",
+    title="StreamingLLM's cache: the first n_sink tokens and the latest window, in order",
+    function_name="streaming_keep",
+    arg_names=("cache", "n_sink", "window"),
+    reference=_streaming_reference,
+    make_cases=_streaming_cases,
+    mistakes=(
+        Mistake(
+            lambda cache, n_sink, window: cache[:, :, -window:],
+            "only the latest window is kept: the first tokens, where a trained model parks its spare attention "
+            "(the sink), are gone, and the loss jumps once the text outgrows the window. Keep cache[:, :, :n_sink] "
+            "in front.",
+        ),
+        Mistake(
+            lambda cache, n_sink, window: torch.cat([cache[:, :, :n_sink], cache[:, :, -window:]], dim=2),
+            "a short text comes back with tokens twice: while S <= n_sink + window nothing is evicted, and the "
+            "sinks and the window overlap. Return the cache unchanged until it is longer than n_sink + window.",
+        ),
+        Mistake(
+            lambda cache, n_sink, window: cache[:, :, : n_sink + window],
+            "the oldest tokens stay and the newest leave: a cache for a text that keeps going must keep the "
+            "latest window (the last tokens along S), beside the first n_sink.",
+        ),
+        Mistake(
+            lambda cache, n_sink, window: (
+                cache
+                if cache.shape[2] <= window
+                else torch.cat([cache[:, :, :n_sink], cache[:, :, cache.shape[2] - window + n_sink :]], dim=2)
+            ),
+            "the window counts the sinks too here, so the cache keeps n_sink tokens fewer than it may: it holds "
+            "n_sink first tokens and, beside them, the latest window (n_sink + window in all).",
+        ),
+    ),
+    hints=(
+        "the cache holds S tokens along dim 2; nothing needs to leave while S <= n_sink + window.",
+        "past that, the result is the first n_sink tokens followed by the last window tokens, both in their "
+        "original order: n_sink + window tokens.",
+        "slice dim 2 twice, cache[:, :, :n_sink] and cache[:, :, S - window:], and torch.cat them along dim 2.",
+    ),
+    difficulty=1,
+    minutes=10,
+)
+
+
+EXERCISES = (APPEND, BYTES, TOP_K, TOP_P, DECODE_STEP, OVERTAKE, STREAMING_KEEP)

@@ -19,7 +19,7 @@ import math
 import torch
 
 from attn_edu import masks, multihead
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
 from attn_edu.multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
 
 
@@ -177,7 +177,19 @@ def _mha_cases(g: torch.Generator) -> list[Case]:
         _mha_case(g, 3, 4, 9, 14, 7, 14, 14, padding),  # cross-attention with padded keys
         _mha_case(g, 2, 3, 8, 18, 3, 7, 11, masks.causal_mask(3, 8)),  # kdim, vdim != C; T < S
         _mha_case(g, 1, 4, 5, 8, 1, 8, 8, None),  # one head
+        _sharp_mha(_mha_case(g, 2, 4, 6, 12, 3, 12, 12, masks.causal_mask(4, 6))),  # scores of 200
     ]
+
+
+def _sharp_mha(case: Case) -> Case:
+    """The case with w_q scaled so that the largest score any query may see is 200, past exp's float32 range
+    (about 88): a softmax that does not subtract the row's maximum gives NaN there."""
+    query, key, value, w_q, w_k, w_v, w_o, H = case.args
+    q, k = split_heads(query @ w_q.T, H), split_heads(key @ w_k.T, H)  # (B, H, T, D), (B, H, S, D)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    mask = case.kwargs.get("mask")
+    top = scores.max() if mask is None else scores.masked_fill(~mask, float("-inf")).max()
+    return Case((query, key, value, w_q * (200.0 / top), w_k, w_v, w_o, H), case.kwargs)
 
 
 def _mha_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
@@ -191,7 +203,7 @@ def _mha_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
 
 def _mha_variant(
     query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None, *, split=split_heads, merge=merge_heads,
-    scale_dim=None, out=True,
+    scale_dim=None, out=True, softmax=torch.softmax,
 ):  # fmt: skip
     """The forward pass with one piece swapped for a wrong one (the known mistakes below)."""
     q = split(query @ w_q.T, num_heads)  # (B, H, T, D)
@@ -201,7 +213,7 @@ def _mha_variant(
     scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, H, T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+    heads = softmax(scores, dim=-1) @ v  # (B, H, T, D)
     merged = merge(heads)  # (B, T, C)
     return merged @ w_o.T if out else merged  # (B, T, C)
 
@@ -246,6 +258,7 @@ MHA = Exercise(
             lambda *a, **kw: _mha_variant(*a, **kw, scale_dim=1),
             "the scores are not scaled: divide q kᵀ by sqrt(D), D = C / num_heads.",
         ),
+        Mistake(lambda *a, **kw: _mha_variant(*a, **kw, softmax=unshifted_softmax), OVERFLOW_HINT),
     ),
     hints=(
         "the weights follow nn.Linear: a projection is x @ w.T. Project query, key and value, then split "
@@ -324,7 +337,19 @@ def _torch_mha_cases(g: torch.Generator) -> list[Case]:
         _torch_mha_case(g, 3, 4, 18, 3),  # D = 6
         _torch_mha_case(g, 2, 6, 14, 7),  # seven heads
         _torch_mha_case(g, 1, 3, 9, 1),  # one head
+        _sharp_torch_mha(_torch_mha_case(g, 2, 5, 12, 4)),  # scores of 200
     ]
+
+
+def _sharp_torch_mha(case: Case) -> Case:
+    """The case with the query rows of in_proj_weight and in_proj_bias scaled so that the largest score is 200."""
+    x, weight, bias, out_weight, out_bias, H = case.args
+    C = x.shape[-1]
+    q = split_heads(x @ weight[:C].T + bias[:C], H)  # (B, H, T, D)
+    k = split_heads(x @ weight[C : 2 * C].T + bias[C : 2 * C], H)  # (B, H, T, D)
+    factor = torch.ones(3 * C)
+    factor[:C] = 200.0 / (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).max()
+    return Case((x, weight * factor[:, None], bias * factor, out_weight, out_bias, H))
 
 
 def _torch_mha_reference(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads):
@@ -346,7 +371,7 @@ def _torch_mha_reference(x, in_proj_weight, in_proj_bias, out_proj_weight, out_p
 
 def _torch_mha_variant(
     x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, *, transpose=True,
-    in_bias=True, out_bias=True, scale_dim=None,
+    in_bias=True, out_bias=True, scale_dim=None, softmax=torch.softmax,
 ):  # fmt: skip
     """The forward pass with one piece swapped for a wrong one (the known mistakes below)."""
     C = x.shape[-1]
@@ -355,7 +380,7 @@ def _torch_mha_variant(
     q, k, v = (split_heads(x @ w + b, num_heads) for w, b in zip(weights, biases))  # (B, H, T, D) each
     width = q.shape[-1] if scale_dim is None else scale_dim
     scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, H, T, T)
-    heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, D)
+    heads = softmax(scores, dim=-1) @ v  # (B, H, T, D)
     out = merge_heads(heads) @ (out_proj_weight.T if transpose else out_proj_weight)  # (B, T, C)
     return out + out_proj_bias if out_bias else out
 
@@ -393,6 +418,7 @@ TORCH_MHA = Exercise(
             "the scores are divided by sqrt(C), the model width; each head compares D = C / H numbers, "
             "so divide by sqrt(D).",
         ),
+        Mistake(lambda *a: _torch_mha_variant(*a, softmax=unshifted_softmax), OVERFLOW_HINT),
     ),
     hints=(
         "in_proj_weight (3C, C) stacks three nn.Linear weights on top of each other: rows 0..C-1 are W^Q, "

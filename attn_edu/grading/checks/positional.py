@@ -15,7 +15,7 @@ import math
 import torch
 
 from attn_edu import positional
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
 
 # ---------------------------------------------------------------------------------------------------------
 # 06.1 the sinusoidal table
@@ -291,7 +291,16 @@ def _shaw_cases(g: torch.Generator) -> list[Case]:
         _shaw_case(g, 3, 1, 4, 9, 7, 7, 2, True),  # causal with cached keys: bottom-right
         _shaw_case(g, 2, 5, 7, 5, 3, 4, 1, False),  # T > S (cross-attention-like), k = 1
         _shaw_case(g, 1, 3, 3, 11, 4, 5, 4, False),  # distances beyond k on both sides
+        _sharp_shaw(_shaw_case(g, 2, 2, 5, 6, 4, 4, 2, True)),  # the largest score 200
     ]
+
+
+def _sharp_shaw(case: Case) -> Case:
+    """The case with q scaled so that the largest score it may see is 200, past exp's float32 range (about 88):
+    the scores are linear in q, and a softmax that does not subtract the row's maximum gives NaN there."""
+    q, *rest = case.args
+    top = _shaw_variant(*case.args, scores_only=True).max()  # masked scores are -inf
+    return Case((q * (200.0 / top), *rest))
 
 
 def _shaw_reference(
@@ -313,7 +322,7 @@ def _shaw_reference(
 
 def _shaw_variant(
     q, k, v, key_table, value_table, max_distance, is_causal, *, sign=1, offset=None, index_shift=True,
-    values=True, scale_positions=True,
+    values=True, scale_positions=True, softmax=torch.softmax, scores_only=False,
 ):  # fmt: skip
     """Shaw attention with one piece swapped for a wrong one (the known mistakes below)."""
     T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -327,7 +336,9 @@ def _shaw_variant(
     scores = (content + position) / math.sqrt(D) if scale_positions else content / math.sqrt(D) + position
     if is_causal:
         scores = scores.masked_fill(distance > 0, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
+    if scores_only:
+        return scores  # (B, H, T, S)
+    weights = softmax(scores, dim=-1)  # (B, H, T, S)
     out = weights @ v  # (B, H, T, Dv)
     return out + torch.einsum("bhts,tsd->bhtd", weights, a_v) if values else out
 
@@ -365,6 +376,7 @@ SHAW = Exercise(
             "the queries are placed at positions 0 .. T - 1: with T != S they are the last T of the S positions "
             "(offset S - T), as for the bottom-right causal mask.",
         ),
+        Mistake(lambda *a: _shaw_variant(*a, softmax=unshifted_softmax), OVERFLOW_HINT),
     ),
     hints=(
         "first a (T, S) table of distances, key position minus query position, with query t at position "
