@@ -341,7 +341,8 @@ class RotaryEmbedding(nn.Module):
         check_floating("k", k)
         sizes = check_shape("q", q, "... T D", D=self.head_dim)
         check_shape("k", k, "... T D", T=sizes["T"], D=self.head_dim)
-        return self.rotate(q, offset=offset), self.rotate(k, offset=offset)  # (B, H, T, D), (B, H_kv, T, D)
+        cos, sin = self._table(offset, sizes["T"])  # (T, R/2) each, once for both
+        return self._turn(q, cos, sin), self._turn(k, cos, sin)  # (B, H, T, D), (B, H_kv, T, D)
 
     def rotate(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
         """One tensor's tokens turned to positions ``offset .. offset + T − 1``: queries and keys apart, as a
@@ -352,12 +353,18 @@ class RotaryEmbedding(nn.Module):
         """
         check_floating("x", x)
         T = check_shape("x", x, "... T D", D=self.head_dim)["T"]
+        return self._turn(x, *self._table(offset, T))  # (..., T, D)
+
+    def _table(self, offset: int, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of positions ``offset .. offset + T − 1``, ``(T, R/2)`` each: from the cached table if it
+        reaches that far."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset: expected an int >= 0 (tokens already in the cache), got {offset!r}")
         if self.max_positions is not None and offset + T <= self.max_positions:
-            cos, sin = self.cos_cached[offset : offset + T], self.sin_cached[offset : offset + T]  # (T, R/2)
-        else:
-            cos, sin = self._cos_sin(torch.arange(offset, offset + T))  # (T, R/2)
+            return self.cos_cached[offset : offset + T], self.sin_cached[offset : offset + T]
+        return self._cos_sin(torch.arange(offset, offset + T))
+
+    def _turn(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         R = self.rotary_dim  # partial RoPE: the coordinates past R pass unturned
         if R == self.head_dim:
             return _rotate(x, cos, sin, self.layout)  # (..., T, D)
