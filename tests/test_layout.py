@@ -37,6 +37,7 @@ FLOORS = {
         "rope_scaling",
         "sparse",
         "efficient",
+        "delta_rule",
         "moe",
         "flash",
         "gating",
