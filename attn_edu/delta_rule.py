@@ -25,6 +25,10 @@ Two forms compute it, and they are equal:
 Layout: the package's ``(B, H, T, D)``. ``g`` (the log of the per-step decay, ``<= 0``) and ``beta`` are
 ``(B, H, T)``; the state is ``(B, H, Dk, Dv)``. The arithmetic is float32 whatever the inputs' dtype, as in
 transformers' ``torch_recurrent_gated_delta_rule`` / ``torch_chunk_gated_delta_rule``, which these equal.
+
+:class:`GatedDeltaNet` is the whole layer as Qwen3-Next uses it (short convolution, L2-normalised keys, learned
+decay and write strength, gated RMSNorm), equal to transformers' ``Qwen3NextGatedDeltaNet``; while decoding it
+keeps a :class:`DeltaStateLayer` of fixed size where attention keeps a KV cache.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_scale, check_shape
 
@@ -255,4 +260,203 @@ def state_bytes(num_heads: int, k_dim: int, v_dim: int, *, bytes_per_value: int 
     return num_heads * k_dim * v_dim * check_positive_int("bytes_per_value", bytes_per_value)
 
 
-__all__ = ["gated_delta_rule", "gated_delta_step", "state_bytes"]
+# ----------------------------------------------------------------------------------------------
+# The layer: Qwen3-Next's Gated DeltaNet, a drop-in for an attention layer
+# ----------------------------------------------------------------------------------------------
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``x / sqrt(‖x‖² + eps)`` over the last dim: unit keys keep ``I - β k kᵀ`` a contraction for ``β <= 1``.
+
+    (``eps`` inside the root, as flash-linear-attention and transformers do; ``F.normalize`` clamps instead.)
+    """
+    return x * torch.rsqrt(x.float().square().sum(-1, keepdim=True) + eps).to(x.dtype)  # (..., D)
+
+
+class DeltaStateLayer:
+    """One Gated DeltaNet layer's memory while decoding, the counterpart of a KV cache layer.
+
+    It holds the recurrent state ``(B, H, Dk, Dv)`` and the last ``conv_size - 1`` inputs of the short
+    convolution ``(B, channels, conv_size - 1)``: a fixed size, however many tokens have been read.
+    ``seq_len`` counts those tokens, as :class:`attn_edu.kv_cache.KVCacheLayer`'s does.
+    """
+
+    def __init__(self) -> None:
+        self.state: torch.Tensor | None = None  # (B, H, Dk, Dv), float32
+        self.conv: torch.Tensor | None = None  # (B, channels, conv_size - 1)
+        self.seq_len = 0
+
+    def nbytes(self) -> int:
+        """Bytes held, independent of ``seq_len``."""
+        return sum(x.numel() * x.element_size() for x in (self.state, self.conv) if x is not None)
+
+    def reset(self) -> None:
+        """Forget everything read."""
+        self.state = self.conv = None
+        self.seq_len = 0
+
+
+class GatedDeltaNet(nn.Module):
+    """Qwen3-Next's linear-attention layer: projections, a short causal convolution, the gated delta rule,
+    a gated RMSNorm, and the output projection. It takes and returns ``(B, T, C)`` like an attention layer,
+    so it can replace one in a decoder block (Yang, Kautz and Hatamizadeh, ICLR 2025, §3.3; Qwen3-Next).
+
+    Per token: ``q, k, v`` from their projections pass a depthwise causal convolution of ``conv_size`` steps
+    and SiLU; ``q`` and ``k`` are L2-normalised; ``β = sigmoid(b)`` and ``g = -exp(A_log) · softplus(a +
+    dt_bias)`` come from two more projections, one number per head; :func:`gated_delta_rule` mixes the tokens;
+    each head's output is RMS-normalised and multiplied by ``silu(z)`` (a gate from its own projection, as in
+    gated attention), then ``out_proj``. ``num_k_heads`` query/key heads serve ``num_heads`` value heads
+    (``num_heads / num_k_heads`` each, consecutive), as GQA shares key/value heads.
+
+    ``kv_cache`` (a :class:`DeltaStateLayer`) makes it read on from where the last call stopped; a forward with
+    ``T`` tokens uses the chunked form (``chunk_size``), one token the recurrent step. ``mask`` and
+    ``score_bias`` must be ``None``: there is no score matrix, and the rule is causal by construction.
+
+    Shapes:
+        x ``(B, T, C)``; returns ``(B, T, C)``.
+
+    Example:
+        >>> layer = GatedDeltaNet(16, 4, num_k_heads=2, k_dim=8, v_dim=4)
+        >>> layer(torch.randn(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        num_k_heads: int | None = None,
+        k_dim: int | None = None,
+        v_dim: int | None = None,
+        conv_size: int = 4,
+        chunk_size: int = 64,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        C, H = check_positive_int("embed_dim", embed_dim), check_positive_int("num_heads", num_heads)
+        H_k = H if num_k_heads is None else check_positive_int("num_k_heads", num_k_heads)
+        if H % H_k:
+            raise ValueError(f"num_k_heads: must divide num_heads={H}, got {H_k}")
+        Dk = C // H if k_dim is None else check_positive_int("k_dim", k_dim)
+        Dv = Dk if v_dim is None else check_positive_int("v_dim", v_dim)
+        self.num_heads, self.num_k_heads, self.k_dim, self.v_dim = H, H_k, Dk, Dv
+        self.conv_size = check_positive_int("conv_size", conv_size)
+        self.chunk_size, self.eps = check_positive_int("chunk_size", chunk_size), eps
+        self.q_proj = nn.Linear(C, H_k * Dk, bias=False)
+        self.k_proj = nn.Linear(C, H_k * Dk, bias=False)
+        self.v_proj = nn.Linear(C, H * Dv, bias=False)
+        self.gate_proj = nn.Linear(C, H * Dv, bias=False)  # z: the output gate
+        self.beta_proj = nn.Linear(C, H, bias=False)  # b: write strength, β = sigmoid(b)
+        self.decay_proj = nn.Linear(C, H, bias=False)  # a: with A_log and dt_bias, the decay
+        channels = 2 * H_k * Dk + H * Dv
+        self.conv_weight = nn.Parameter(torch.randn(channels, 1, conv_size) / math.sqrt(conv_size))
+        self.A_log = nn.Parameter(torch.empty(H).uniform_(1.0, 16.0).log())  # decay rates, as Qwen3-Next's
+        self.dt_bias = nn.Parameter(torch.ones(H))
+        self.norm_weight = nn.Parameter(torch.ones(Dv))
+        self.out_proj = nn.Linear(H * Dv, C, bias=False)
+
+    def _conv(self, x: torch.Tensor, cache: DeltaStateLayer | None) -> torch.Tensor:
+        """Depthwise causal convolution over time, then SiLU: ``(B, channels, T)`` in and out."""
+        K = self.conv_size
+        past = x.new_zeros(*x.shape[:2], K - 1) if cache is None or cache.conv is None else cache.conv
+        padded = torch.cat([past, x], dim=-1)  # (B, channels, K - 1 + T): the steps before, then these
+        if cache is not None:
+            cache.conv = padded[..., padded.shape[-1] - (K - 1) :]  # (B, channels, K - 1)
+        return F.silu(F.conv1d(padded, self.conv_weight.to(x.dtype), groups=x.shape[1]))  # (B, channels, T)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        mask: None = None,
+        is_causal: bool = True,
+        score_bias: None = None,
+        kv_cache: DeltaStateLayer | None = None,
+    ) -> torch.Tensor:
+        check_floating("x", x)
+        B, T, _ = check_shape("x", x, "B T C", C=self.q_proj.in_features).values()
+        if mask is not None or score_bias is not None or not is_causal:
+            raise ValueError(
+                "mask: Gated DeltaNet has no score matrix to mask and is causal by construction; pass mask=None, "
+                "score_bias=None and is_causal=True"
+            )
+        H, H_k, Dk, Dv = self.num_heads, self.num_k_heads, self.k_dim, self.v_dim
+        mixed = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # (B, T, channels)
+        mixed = self._conv(mixed.transpose(1, 2), kv_cache).transpose(1, 2)  # (B, T, channels)
+        q, k, v = mixed.split([H_k * Dk, H_k * Dk, H * Dv], dim=-1)
+        q, k = (
+            l2_normalize(y.view(B, T, H_k, Dk).transpose(1, 2), self.eps) for y in (q, k)
+        )  # (B, H_k, T, Dk)
+        q, k = (y.repeat_interleave(H // H_k, dim=1) for y in (q, k))  # (B, H, T, Dk): value heads share them
+        v = v.view(B, T, H, Dv).transpose(1, 2)  # (B, H, T, Dv)
+        beta = self.beta_proj(x).sigmoid().transpose(1, 2)  # (B, H, T)
+        g = -self.A_log.float().exp() * F.softplus(self.decay_proj(x).float() + self.dt_bias)  # (B, T, H)
+        state = None if kv_cache is None else kv_cache.state
+        out, state = gated_delta_rule(
+            q,
+            k,
+            v,
+            g.transpose(1, 2),
+            beta,
+            chunk_size=None if T == 1 else self.chunk_size,
+            initial_state=state,
+            output_final_state=kv_cache is not None,
+        )  # (B, H, T, Dv)
+        if kv_cache is not None:
+            kv_cache.state, kv_cache.seq_len = state, kv_cache.seq_len + T
+        out = out.transpose(1, 2).float()  # (B, T, H, Dv)
+        out = out * torch.rsqrt(
+            out.square().mean(-1, keepdim=True) + self.eps
+        )  # (B, T, H, Dv): RMS-normalised
+        z = self.gate_proj(x).view(B, T, H, Dv).float()  # (B, T, H, Dv)
+        out = (self.norm_weight * out.to(x.dtype)) * F.silu(z)  # (B, T, H, Dv): gated, as Qwen3-Next's norm
+        return self.out_proj(out.to(x.dtype).reshape(B, T, H * Dv))  # (B, T, C)
+
+    @classmethod
+    def from_hf(cls, layer: nn.Module) -> GatedDeltaNet:
+        """Copy a transformers ``Qwen3NextGatedDeltaNet``.
+
+        Its two fused projections interleave per query/key head group ``[q | k | v of the group's value heads |
+        z of them]`` and ``[b | a]``; here each has its own projection, so the rows are regrouped.
+        """
+        H, H_k, Dk, Dv = layer.num_v_heads, layer.num_k_heads, layer.head_k_dim, layer.head_v_dim
+        ours = cls(
+            layer.hidden_size,
+            H,
+            num_k_heads=H_k,
+            k_dim=Dk,
+            v_dim=Dv,
+            conv_size=layer.conv_kernel_size,
+            eps=layer.layer_norm_epsilon,
+        )
+        r = H // H_k
+        qkvz = layer.in_proj_qkvz.weight.detach().view(H_k, 2 * Dk + 2 * r * Dv, -1)  # per group
+        q, k, v, z = qkvz.split([Dk, Dk, r * Dv, r * Dv], dim=1)
+        b, a = layer.in_proj_ba.weight.detach().view(H_k, 2 * r, -1).split([r, r], dim=1)
+        with torch.no_grad():
+            for proj, rows in [
+                (ours.q_proj, q),
+                (ours.k_proj, k),
+                (ours.v_proj, v),
+                (ours.gate_proj, z),
+                (ours.beta_proj, b),
+                (ours.decay_proj, a),
+            ]:
+                proj.weight.copy_(rows.reshape(-1, rows.shape[-1]))  # groups in order, heads in order in each
+            ours.conv_weight.copy_(layer.conv1d.weight)
+            ours.A_log.copy_(layer.A_log)
+            ours.dt_bias.copy_(layer.dt_bias)
+            ours.norm_weight.copy_(layer.norm.weight)
+            ours.out_proj.weight.copy_(layer.out_proj.weight)
+        return ours
+
+
+__all__ = [
+    "DeltaStateLayer",
+    "GatedDeltaNet",
+    "gated_delta_rule",
+    "gated_delta_step",
+    "l2_normalize",
+    "state_bytes",
+]

@@ -149,3 +149,62 @@ def test_bad_input_names_the_argument(change: dict, message: str) -> None:
     args = {"q": q, "k": k, "v": v, "g": g, "beta": beta} | change
     with pytest.raises(ValueError, match=message):
         gated_delta_rule(**args)
+
+
+def _peer_layer(H: int, H_k: int, seed: int = 0):
+    from transformers import Qwen3NextConfig
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    config = Qwen3NextConfig(
+        hidden_size=32,
+        linear_num_value_heads=H,
+        linear_num_key_heads=H_k,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        linear_conv_kernel_dim=4,
+        num_hidden_layers=1,
+        layer_types=["linear_attention"],
+    )
+    torch.manual_seed(seed)
+    layer = Qwen3NextGatedDeltaNet(config, layer_idx=0).eval()
+    with torch.no_grad():  # the constructor leaves the gate's weight at one: draw it, to test the mapping
+        layer.norm.weight.copy_(1 + 0.5 * torch.randn(6))
+        layer.dt_bias.copy_(torch.randn(H))
+    return layer
+
+
+@pytest.mark.parametrize("H, H_k", [(4, 4), (4, 2), (6, 2)], ids=["equal heads", "2 per key", "3 per key"])
+@pytest.mark.parametrize("T", [1, 5, 70], ids=["one token", "short", "two chunks"])
+def test_layer_equals_qwen3_next_gated_deltanet(H: int, H_k: int, T: int) -> None:
+    from attn_edu.delta_rule import GatedDeltaNet
+
+    peer = _peer_layer(H, H_k)
+    ours = GatedDeltaNet.from_hf(peer).eval()
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), peer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_decodes_through_its_state_as_the_full_pass_computes() -> None:
+    from attn_edu.delta_rule import DeltaStateLayer, GatedDeltaNet
+
+    torch.manual_seed(0)
+    layer = GatedDeltaNet(32, 4, num_k_heads=2, k_dim=8, v_dim=6, chunk_size=4).eval()
+    x = torch.randn(2, 12, 32)
+    cache = DeltaStateLayer()
+    with torch.no_grad():
+        full = layer(x)
+        pieces = [layer(x[:, :7], kv_cache=cache)] + [
+            layer(x[:, t : t + 1], kv_cache=cache) for t in range(7, 12)
+        ]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-4, atol=1e-5)
+    assert cache.seq_len == 12
+    # Fixed size: the float32 state (2 x 4 x 8 x 6) and three steps of the convolution's 2·16 + 24 channels.
+    assert cache.nbytes() == 4 * (2 * 4 * 8 * 6 + 2 * 56 * 3)
+
+
+def test_layer_refuses_a_mask() -> None:
+    from attn_edu.delta_rule import GatedDeltaNet
+
+    with pytest.raises(ValueError, match="mask: Gated DeltaNet has no score matrix"):
+        GatedDeltaNet(8, 2)(torch.randn(1, 3, 8), mask=torch.ones(3, 3, dtype=torch.bool))
