@@ -36,6 +36,7 @@ FLOORS = {
         "rope",
         "rope_scaling",
         "sparse",
+        "selection",
         "efficient",
         "delta_rule",
         "moe",
