@@ -246,6 +246,32 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
     return [m for m in maps if m is not None]
 
 
+@torch.no_grad()
+def attention_inputs(model: nn.Module, *args: Any, **kwargs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Run ``model(*args, **kwargs)`` once and return the ``(q, k)`` each attention layer received, in module
+    order: as :func:`attention_maps` sees them (after RoPE and the cache), for what the weights alone do not
+    give, such as a block's mean key (:func:`attn_edu.selection.block_topk_mask`).
+
+    Shapes:
+        returns one ``((B, H, T, D), (B, H_kv, S, D))`` pair per attention layer.
+    """
+    layers = attention_layers(model)
+    inputs: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(layers)
+
+    def recorder(index: int, original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        def record(
+            q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None, **options: Any
+        ) -> torch.Tensor:
+            inputs[index] = (q, k)
+            return original(q, k, v, mask, **options)
+
+        return record
+
+    with _attention_fns_wrapped(layers, recorder):
+        model(*args, **kwargs)
+    return [pair for pair in inputs if pair is not None]
+
+
 @contextmanager
 def _attention_fns_wrapped(
     layers: list[MultiHeadAttention],

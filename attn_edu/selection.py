@@ -22,6 +22,8 @@ everywhere in the package.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -29,6 +31,7 @@ from attn_edu._validate import check_floating, check_positive_int, check_qkv, ch
 from attn_edu.attention import attention_weights, scaled_dot_product_attention
 from attn_edu.masks import causal_mask
 from attn_edu.rope import RotaryEmbedding
+from attn_edu.sparse import sliding_window_mask
 
 
 def topk_mask(scores: torch.Tensor, top_k: int, *, is_causal: bool = True) -> torch.Tensor:
@@ -261,12 +264,45 @@ def attention_recall(weights: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return (weights * keep).sum(-1)  # (..., T)
 
 
+def recall_by_budget(
+    q: torch.Tensor, k: torch.Tensor, budgets: Sequence[int], *, block_size: int = 8
+) -> dict[str, list[float]]:
+    """How much of causal attention's mass three selectors keep, for each budget of keys per query: the exact
+    top-k of the true weights, MoBA's blocks of ``block_size`` (``budget / block_size`` blocks, its own
+    included), and the latest ``budget`` keys (a sliding window). The mean over queries and heads.
+
+    Shapes:
+        q ``(..., T, D)``, k ``(..., S, D)``; every budget a multiple of ``block_size``.
+
+    Example:
+        >>> q, k = torch.randn(2, 32, 8), torch.randn(2, 32, 8)
+        >>> recall = recall_by_budget(q, k, [8, 32])
+        >>> [round(x, 3) for x in recall["latest k"]][-1], list(recall)
+        (1.0, ['top-k', 'MoBA blocks', 'latest k'])
+    """
+    T, S = check_qkv(q, k)["T"], k.shape[-2]
+    weights = attention_weights(q, k, is_causal=True)  # (..., T, S)
+    result: dict[str, list[float]] = {"top-k": [], "MoBA blocks": [], "latest k": []}
+    for budget in budgets:
+        if check_positive_int("budgets", budget) % block_size:
+            raise ValueError(f"budgets: each must be a multiple of block_size={block_size}, got {budget}")
+        keeps = {
+            "top-k": topk_mask(weights, budget),
+            "MoBA blocks": block_topk_mask(q, k, block_size=block_size, top_k=budget // block_size),
+            "latest k": sliding_window_mask(T, S, window=budget, device=q.device),
+        }
+        for name, keep in keeps.items():
+            result[name].append(attention_recall(weights, keep).mean().item())
+    return result
+
+
 __all__ = [
     "LightningIndexer",
     "attention_recall",
     "block_topk_mask",
     "index_scores",
     "moba_attention",
+    "recall_by_budget",
     "topk_attention",
     "topk_mask",
 ]

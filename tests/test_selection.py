@@ -154,3 +154,34 @@ def test_block_mask_follows_moba() -> None:
 def test_bad_input_names_the_argument(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_recall_by_budget_ranks_the_exact_top_k_first() -> None:
+    """No set of k keys holds more mass than the k heaviest, so top-k bounds MoBA and the window at every budget;
+    a budget as long as the text keeps everything."""
+    from attn_edu.selection import recall_by_budget
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 2, 32, 8, generator=gen) * 2, torch.randn(2, 2, 32, 8, generator=gen) * 2
+    recall = recall_by_budget(q, k, [8, 16, 32], block_size=8)
+    for name in ("MoBA blocks", "latest k"):
+        assert all(best >= other - 1e-6 for best, other in zip(recall["top-k"], recall[name]))
+    assert all(values[-1] == pytest.approx(1.0) for values in recall.values())
+    assert recall["top-k"] == sorted(recall["top-k"])
+    with pytest.raises(ValueError, match="budgets: each must be a multiple of block_size=8"):
+        recall_by_budget(q, k, [12])
+
+
+def test_attention_inputs_are_what_the_maps_are_made_of() -> None:
+    from attn_edu.interp import attention_inputs, attention_maps
+    from attn_edu.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(
+        GPTConfig(vocab_size=11, max_seq_len=16, embed_dim=16, num_heads=2, num_layers=2, ffn_dim=32)
+    ).eval()
+    ids = torch.randint(11, (2, 9))
+    pairs, maps = attention_inputs(model, ids), attention_maps(model, ids)
+    assert len(pairs) == len(maps) == 2
+    for (q, k), weights in zip(pairs, maps):
+        torch.testing.assert_close(attention_weights(q, k, is_causal=True), weights)
