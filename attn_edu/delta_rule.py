@@ -351,8 +351,11 @@ class GatedDeltaNet(nn.Module):
         self.decay_proj = nn.Linear(C, H, bias=False)  # a: with A_log and dt_bias, the decay
         channels = 2 * H_k * Dk + H * Dv
         self.conv_weight = nn.Parameter(torch.randn(channels, 1, conv_size) / math.sqrt(conv_size))
-        self.A_log = nn.Parameter(torch.empty(H).uniform_(1.0, 16.0).log())  # decay rates, as Qwen3-Next's
-        self.dt_bias = nn.Parameter(torch.ones(H))
+        # The decay exp(-A · softplus(a + dt_bias)) starts slow, as in Mamba-2 and flash-linear-attention: A in
+        # [1, 16] and a time step softplus(dt_bias) drawn log-uniformly in [0.001, 0.1] (dt_bias its inverse).
+        self.A_log = nn.Parameter(torch.empty(H).uniform_(1.0, 16.0).log())  # (H,)
+        dt = torch.empty(H).uniform_(math.log(1e-3), math.log(1e-1)).exp()  # (H,)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # (H,): softplus(dt_bias) = dt
         self.norm_weight = nn.Parameter(torch.ones(Dv))
         self.out_proj = nn.Linear(H * Dv, C, bias=False)
 

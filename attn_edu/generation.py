@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape, check_tensor
+from attn_edu.delta_rule import DeltaStateLayer, GatedDeltaNet
 from attn_edu.kv_cache import KVCache
 from attn_edu.multihead import MultiHeadAttention
 
@@ -192,6 +193,27 @@ def count_layers(model: nn.Module) -> int:
 
 
 @torch.no_grad()
+def new_cache(model: nn.Module) -> KVCache:
+    """The decode memory ``model`` needs: a :class:`attn_edu.kv_cache.KVCache` layer per attention layer (rolling,
+    for a model whose ``config.sliding_window`` is set), and a fixed-size
+    :class:`attn_edu.delta_rule.DeltaStateLayer` for each layer whose ``blocks[i].attn`` is a
+    :class:`attn_edu.delta_rule.GatedDeltaNet` (a hybrid such as Qwen3-Next's).
+
+    Example:
+        >>> from attn_edu.models import Llama, LlamaConfig
+        >>> model = Llama(LlamaConfig(vocab_size=10, embed_dim=16, num_layers=2, num_heads=2, ffn_dim=32))
+        >>> model.blocks[0].attn = GatedDeltaNet(16, 2)
+        >>> [type(layer).__name__ for layer in new_cache(model).layers]
+        ['DeltaStateLayer', 'KVCacheLayer']
+    """
+    window = getattr(getattr(model, "config", None), "sliding_window", None)  # Mistral-like models
+    cache = KVCache(count_layers(model), window=window)
+    for i, block in enumerate(getattr(model, "blocks", ())):
+        if isinstance(getattr(block, "attn", None), GatedDeltaNet):
+            cache.layers[i] = DeltaStateLayer()
+    return cache
+
+
 def generate(
     model: nn.Module,
     input_ids: torch.Tensor,
@@ -225,8 +247,7 @@ def generate(
     """
     _check_ids("input_ids", input_ids)
     check_positive_int("max_new_tokens", max_new_tokens)
-    window = getattr(getattr(model, "config", None), "sliding_window", None)  # Mistral-like models
-    cache = KVCache(count_layers(model), window=window) if use_cache else None
+    cache = new_cache(model) if use_cache else None
 
     def logits_for(ids: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
         return model(new, kv_cache=cache) if use_cache else model(ids)  # (B, T', V)
