@@ -58,14 +58,19 @@ def test_streaming_with_everything_kept_scores_the_text_as_the_full_forward_pass
     assert tight["cache_bytes"] < everything["cache_bytes"]
 
 
-def test_the_shipped_run_is_the_recorded_one() -> None:
-    """The record holds every variant and seed; the shipped weights, re-measured, give their recorded sink."""
+def test_every_shipped_run_is_the_recorded_one() -> None:
+    """Every variant and seed ships; each, re-measured from its weights, gives its recorded first-token mass."""
     from attn_edu.sinks import sink_profile
 
     runs, record = sv.load(), sv.read_record()
     assert set(record["runs"]) == {f"{variant}/{seed}" for variant in sv.VARIANTS for seed in sv.SEEDS}
     assert {f"{variant}/{seed}" for variant, seed in runs} == set(record["shipped"]) == set(sv.SHIPPED)
-    mass = sink_profile(runs["softmax", 0], sv.held_out_windows(32))["mass"]  # (L, H)
-    expected = torch.tensor(record["runs"]["softmax/0"]["first_token_mass"])
-    torch.testing.assert_close(mass, expected, atol=1e-4, rtol=0)
+    windows = sv.held_out_windows(32)
+    for (variant, seed), model in runs.items():
+        mass = sink_profile(model, windows)["mass"]  # (L, H)
+        expected = torch.tensor(record["runs"][f"{variant}/{seed}"]["first_token_mass"])
+        torch.testing.assert_close(mass, expected, atol=1e-4, rtol=0, msg=f"{variant}/{seed}")
     assert all(len(run["train_losses"]) == record["recipe"]["steps"] for run in record["runs"].values())
+    assert list(sv.load(runs=["gate/1"])) == [("gate", 1)]
+    with pytest.raises(ValueError, match="runs: 'gate/7' is not among the shipped runs"):
+        sv.load(runs=["gate/7"])

@@ -85,7 +85,9 @@ def test_committed_files_are_small_and_tied_embeddings_survive_loading(name: str
     files = sorted(entry.name for entry in folder.iterdir() if entry.name.endswith((".safetensors", ".json")))
     assert WEIGHTS_FILE in files and RECORD_FILE in files and "multitask_t5.safetensors" in files
     sizes = {file: len((folder / file).read_bytes()) for file in files}  # every model the package ships
-    assert sum(sizes.values()) <= 10 * 2**20, f"{sum(sizes.values()) / 2**20:.1f} MB > 10 MB: {sizes}"
+    # Every trained comparison ships all its seeds (float16), so that each claim can be re-measured from weights:
+    # about 25 MB with the sink and hybrid experiments. The cap keeps the clone and the wheel from creeping.
+    assert sum(sizes.values()) <= 32 * 2**20, f"{sum(sizes.values()) / 2**20:.1f} MB > 32 MB: {sizes}"
     assert model.lm_head.weight is model.token_embedding.weight
     assert model.config.vocab_size == tokenizer.vocab_size
     assert all(p.dtype == torch.float32 for p in model.parameters())

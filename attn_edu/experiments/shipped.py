@@ -5,6 +5,7 @@
     read_record("multitask_t5")                                           config, command, losses, ...
     tensors = read_weights("multitask_t5")                                every tensor, float32
     load_into(new_model(), tensors, prefix="seed0.")                       one model's weights, checked
+    load_runs("hybrid", build, LlamaConfig, runs=["hybrid/0"])             "variant/seed" runs, built and loaded
 
 The files live in the package's folder ``attn_edu/weights/`` (or any folder given). One file holds several
 models, each under its own prefix (a seed, a variant). safetensors refuses two names for one tensor, so a model
@@ -15,7 +16,7 @@ without ``lm_head.weight``, and loading ties it again: that key, and only then, 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,26 @@ def load_into(model: nn.Module, tensors: Mapping[str, torch.Tensor], prefix: str
             f"directory: {where} do not fit the {type(model).__name__}: missing {missing}, unexpected {unexpected}"
         )
     return model.eval()
+
+
+def load_runs(
+    name: str,
+    build: Callable[[str, Any], nn.Module],
+    config_type: Callable[..., Any],
+    directory: str | Path | None = None,
+    runs: Sequence[str] | None = None,
+) -> dict[tuple[str, int], nn.Module]:
+    """The shipped runs of an experiment whose record lists them as ``"variant/seed"`` under ``"shipped"`` (or
+    only those of ``runs``): ``{(variant, seed): model}``, each built by ``build(variant, config_type(**config))``
+    from the record's config, loaded (:func:`load_into`) and in ``eval()`` mode.
+    """
+    record = read_record(name, directory)
+    config = config_type(**record["config"])
+    tensors = read_weights(name, directory)
+    models = {}
+    for key in record["shipped"] if runs is None else runs:
+        if key not in record["shipped"]:
+            raise ValueError(f"runs: {key!r} is not among the shipped runs {record['shipped']}")
+        variant, seed = key.rsplit("/", 1)
+        models[variant, int(seed)] = load_into(build(variant, config), tensors, prefix=f"{key}.")
+    return models
