@@ -34,7 +34,6 @@ from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
 from attn_edu.attention import attention_entropy, attention_weights
-from attn_edu.masks import causal_mask, combine_masks
 from attn_edu.multihead import MultiHeadAttention
 
 
@@ -113,7 +112,7 @@ def current_token_score(weights: torch.Tensor) -> torch.Tensor:
     return _diagonal_mean(weights, 0)
 
 
-def _query_weights(weights: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+def real_queries(weights: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """``(B, T)`` float: 1 for the queries a score averages over (the real tokens), 0 for padding."""
     B, _, T, S = check_shape("weights", weights, "B H T S").values()
     if attention_mask is None:
@@ -143,7 +142,7 @@ def relative_position_score(
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise ValueError(f"offset: expected an int (−1 previous token, +1 next), got {offset!r}")
     B, H, T, S = check_shape("weights", weights, "B H T S").values()
-    real = _query_weights(weights, attention_mask)  # (B, T)
+    real = real_queries(weights, attention_mask)  # (B, T)
     keys = torch.arange(T, device=weights.device) + (S - T) + offset  # (T,) the key each query is scored on
     inside = (keys >= 0) & (keys < S)  # (T,)
     if not bool(inside.any()):
@@ -178,7 +177,7 @@ def key_set_score(
     check_shape("is_key", is_key, "B S", B=B, S=S)
     if is_key.dtype != torch.bool:
         raise ValueError(f"is_key: expected a bool tensor (True = in the set), got dtype {is_key.dtype}")
-    real = _query_weights(weights, attention_mask)  # (B, T)
+    real = real_queries(weights, attention_mask)  # (B, T)
     on_set = (weights.float() * is_key[:, None, None, :]).sum(-1)  # (B, H, T)
     return (on_set * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1.0)  # (H,)
 
@@ -194,7 +193,7 @@ def head_entropy(weights: torch.Tensor, attention_mask: torch.Tensor | None = No
         tensor([1.3863])
     """
     check_floating("weights", weights)
-    real = _query_weights(weights, attention_mask)  # (B, T)
+    real = real_queries(weights, attention_mask)  # (B, T)
     rows = attention_entropy(weights.float())  # (B, H, T)
     return (rows * real[:, None]).sum(dim=(0, 2)) / real.sum().clamp(min=1.0)  # (H,)
 
@@ -228,52 +227,49 @@ def attention_maps(model: nn.Module, *args: Any, **kwargs: Any) -> list[torch.Te
         >>> len(maps), maps[0].shape, bool(torch.allclose(maps[1].sum(-1), torch.ones(1, 2, 4)))
         (2, torch.Size([1, 2, 4, 4]), True)
     """
-    layers = attention_layers(model)
-    maps: list[torch.Tensor | None] = [None] * len(layers)
 
-    def recorder(index: int, original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-        def record(
-            q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None, **options: Any
-        ) -> torch.Tensor:
-            # options: is_causal, scale and score_bias, exactly as the layer passes them; learned sinks too
-            maps[index] = attention_weights(q, k, mask, sinks=getattr(original, "sinks", None), **options)
-            return original(q, k, v, mask, **options)
+    def weights(
+        original: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor, mask: Any, **options: Any
+    ):
+        # options: is_causal, scale and score_bias, exactly as the layer passes them; learned sinks too
+        return attention_weights(q, k, mask, sinks=getattr(original, "sinks", None), **options)
 
-        return record
-
-    with _attention_fns_wrapped(layers, recorder):
-        model(*args, **kwargs)
-    return [m for m in maps if m is not None]
+    return _recorded(model, weights, args, kwargs)
 
 
 @torch.no_grad()
 def attention_inputs(model: nn.Module, *args: Any, **kwargs: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Run ``model(*args, **kwargs)`` once and return the ``(q, k)`` each attention layer received, in module
-    order: as :func:`attention_maps` sees them (after RoPE and the cache), for what the weights alone do not
-    give, such as a block's mean key (:func:`attn_edu.selection.block_topk_mask`).
+    order, as :func:`attention_maps` sees them: for what the weights alone do not give, such as a block's mean
+    key (:func:`attn_edu.selection.block_topk_mask`).
 
     Shapes:
         returns one ``((B, H, T, D), (B, H_kv, S, D))`` pair per attention layer.
     """
+    return _recorded(model, lambda original, q, k, mask, **options: (q, k), args, kwargs)
+
+
+def _recorded(model: nn.Module, pick: Callable[..., Any], args: tuple, kwargs: dict) -> list[Any]:
+    """Run the model once; for each attention layer keep ``pick(its attention_fn, q, k, mask, **options)``."""
     layers = attention_layers(model)
-    inputs: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(layers)
+    kept: list[Any] = [None] * len(layers)
 
     def recorder(index: int, original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         def record(
             q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None, **options: Any
         ) -> torch.Tensor:
-            inputs[index] = (q, k)
+            kept[index] = pick(original, q, k, mask, **options)
             return original(q, k, v, mask, **options)
 
         return record
 
-    with _attention_fns_wrapped(layers, recorder):
+    with attention_fns_wrapped(layers, recorder):
         model(*args, **kwargs)
-    return [pair for pair in inputs if pair is not None]
+    return [item for item in kept if item is not None]
 
 
 @contextmanager
-def _attention_fns_wrapped(
+def attention_fns_wrapped(
     layers: list[MultiHeadAttention],
     wrap: Callable[[int, Callable[..., torch.Tensor]], Callable[..., torch.Tensor]],
 ) -> Iterator[None]:
@@ -437,189 +433,21 @@ def pruning_masks(importance: torch.Tensor) -> torch.Tensor:
     return head_masks_in_order(order, L, H)
 
 
-# ------------------------------------------------------------------- attention vs importance
-# Jain & Wallace (2019, "Attention is not Explanation"), section 4: (1) do attention weights rank the
-# inputs as an importance measure does? (2) do other weights ("counterfactual attention") change the output?
+# Jain & Wallace's two tests of attention as explanation live in attn_edu.explanation; these names stay importable
+# from here, as notebooks and older code import them.
+_EXPLANATION = (
+    "attention_received",
+    "leave_one_out",
+    "kendall_tau",
+    "shuffled_attention",
+    "uniform_attention",
+    "replaced_attention",
+)
 
 
-def attention_received(weights: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean weight each key receives, averaged over the heads and the real queries: where a layer looks.
+def __getattr__(name: str) -> Any:
+    if name in _EXPLANATION:
+        from attn_edu import explanation
 
-    With softmax rows (each real query's weights sum to 1), each sentence's row sums to 1 over its keys.
-
-    Shapes:
-        weights ``(B, H, T, S)``, attention_mask ``(B, S)``; returns ``(B, S)``.
-
-    Example:
-        >>> w = torch.tensor([[[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]]])   # query 2 is padding
-        >>> attention_received(w, torch.tensor([[1, 1, 0]]))
-        tensor([[0.7500, 0.2500, 0.0000]])
-    """
-    check_floating("weights", weights)
-    H = check_shape("weights", weights, "B H T S")["H"]
-    real = _query_weights(weights, attention_mask)  # (B, T)
-    received = (weights.float() * real[:, None, :, None]).sum(dim=(1, 2))  # (B, S)
-    return received / (H * real.sum(-1, keepdim=True)).clamp(min=1.0)  # (B, S)
-
-
-@torch.no_grad()
-def leave_one_out(
-    embed: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    *,
-    batch_size: int = 256,
-) -> torch.Tensor:
-    """How much each token matters to an embedding: ``1 − cos(embed(sentence), embed(sentence without it))``.
-
-    The token is hidden by setting its ``attention_mask`` entry to 0: no token can attend to it and a
-    mean-pooled embedding skips it, while the others keep their positions. Leave-one-out is one of the
-    importance measures Jain & Wallace (2019, section 4.1) compare attention with. Padding gets 0 (hiding
-    it changes nothing). ``embed(input_ids, attention_mask)`` maps ``(N, T)`` to ``(N, C)``; the variants,
-    one per real token, run ``batch_size`` at a time.
-
-    Shapes:
-        input_ids, attention_mask ``(B, T)``; returns ``(B, T)``.
-
-    Example:
-        >>> def bag_of_words(ids, mask):                  # the mean of one-hot vectors
-        ...     one_hot = torch.nn.functional.one_hot(ids, 4).float() * mask[..., None]
-        ...     return one_hot.sum(1) / mask.sum(1, keepdim=True)
-        >>> leave_one_out(bag_of_words, torch.tensor([[1, 1, 2, 0]]), torch.tensor([[1, 1, 1, 0]]))
-        tensor([[0.0513, 0.0513, 0.1056, 0.0000]])
-    """
-    B, T = check_shape("input_ids", input_ids, "B T").values()
-    check_shape("attention_mask", attention_mask, "B T", B=B, T=T)
-    check_positive_int("batch_size", batch_size)
-    full = embed(input_ids, attention_mask)  # (B, C)
-    rows, cols = attention_mask.nonzero(as_tuple=True)  # one variant per real token
-    variants = attention_mask[rows].clone()  # (N, T)
-    variants[torch.arange(len(rows)), cols] = 0  # hide that token
-    importance = torch.zeros(B, T, dtype=full.dtype, device=full.device)
-    for start in range(0, len(rows), batch_size):
-        part = slice(start, start + batch_size)
-        hidden = embed(input_ids[rows[part]], variants[part])  # (n, C)
-        similarity = torch.nn.functional.cosine_similarity(hidden, full[rows[part]], dim=-1)  # (n,)
-        importance[rows[part], cols[part]] = 1.0 - similarity
-    return importance
-
-
-def kendall_tau(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Kendall's rank correlation τ_b: +1 when ``x`` and ``y`` order the items alike, −1 when reversed.
-
-    ``τ_b = Σ_{i<j} sign(x_i − x_j) sign(y_i − y_j) / sqrt(n_x n_y)``, with ``n_x`` (``n_y``) the pairs
-    not tied in ``x`` (``y``) (Kendall, 1945). Only the order matters, so any increasing transform of
-    ``x`` leaves τ unchanged. Jain & Wallace (2019, section 4.1) use it to compare attention with importance.
-
-    Shapes:
-        x, y ``(N,)``; returns a 0-dim tensor.
-
-    Example:
-        >>> kendall_tau(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([10.0, 20.0, 40.0, 30.0]))  # 5 - 1 of 6 pairs
-        tensor(0.6667)
-    """
-    check_shape("x", x, "N")
-    check_shape("y", y, "N", N=x.shape[0])
-    sx = torch.sign(x[:, None] - x[None, :]).double()  # (N, N): +1 where x_i > x_j
-    sy = torch.sign(y[:, None] - y[None, :]).double()
-    if not bool(sx.any()) or not bool(sy.any()):
-        raise ValueError(f"x, y: τ needs two values that differ in each, got x={x.tolist()}, y={y.tolist()}")
-    return ((sx * sy).sum() / ((sx * sx).sum() * (sy * sy).sum()).sqrt()).float()
-
-
-def _check_allowed(weights: torch.Tensor, allowed: torch.Tensor) -> None:
-    check_floating("weights", weights)
-    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool or allowed.shape != weights.shape:
-        raise ValueError(
-            f"allowed: expected a bool tensor of the weights' shape {tuple(weights.shape)} (True = may attend), "
-            f"got {getattr(allowed, 'dtype', type(allowed).__name__)} {tuple(getattr(allowed, 'shape', ()))}"
-        )
-
-
-def shuffled_attention(
-    weights: torch.Tensor, allowed: torch.Tensor, *, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Each query's weights moved to other keys at random, among the keys it may see (Jain & Wallace, 2019, §4.2.1).
-
-    A row keeps its numbers (the same largest weight, the same entropy) on a random permutation of its
-    visible keys; hidden keys keep 0. A transform for :func:`replaced_attention`.
-
-    Shapes:
-        weights ``(B, H, T, S)`` (or any ``(..., S)``), allowed bool of the same shape; returns that shape.
-
-    Example:
-        >>> w, allowed = torch.tensor([[0.7, 0.2, 0.1, 0.0]]), torch.tensor([[True, True, True, False]])
-        >>> moved = shuffled_attention(w, allowed, generator=torch.Generator().manual_seed(0))
-        >>> sorted(moved[0].tolist()) == sorted(w[0].tolist()), moved[0, 3].item()   # same numbers, key 3 hidden
-        (True, 0.0)
-    """
-    _check_allowed(weights, allowed)
-    noise = torch.rand(weights.shape, generator=generator).to(weights.device)  # (B, H, T, S)
-    targets = noise.masked_fill(~allowed, 2.0).argsort(dim=-1)  # visible keys in random order, then hidden
-    sources = (~allowed).long().argsort(dim=-1, stable=True)  # visible keys in their order, then hidden
-    return torch.zeros_like(weights).scatter(-1, targets, weights.gather(-1, sources))  # (B, H, T, S)
-
-
-def uniform_attention(weights: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Every query spreads its weight evenly over the keys it may see. A transform for :func:`replaced_attention`.
-
-    Shapes:
-        weights ``(B, H, T, S)`` (or any ``(..., S)``), allowed bool of the same shape; returns that shape.
-
-    Example:
-        >>> uniform_attention(torch.tensor([[0.9, 0.1, 0.0]]), torch.tensor([[True, True, False]]))
-        tensor([[0.5000, 0.5000, 0.0000]])
-    """
-    _check_allowed(weights, allowed)
-    visible = allowed.to(weights.dtype)  # (B, H, T, S)
-    return visible / visible.sum(-1, keepdim=True).clamp(min=1.0)  # a query with no visible key: zeros
-
-
-@contextmanager
-def replaced_attention(
-    model: nn.Module,
-    transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    layers: Iterable[int] | None = None,
-) -> Iterator[None]:
-    """Inside the block, the chosen attention layers mix their values with ``transform(weights, allowed)``.
-
-    ``weights`` are the layer's own softmax weights ``(B, H, T, S)``, ``allowed`` the keys each query may
-    see (padding and causal masks). Queries, keys and values are the model's own; only the mixing changes:
-    the counterfactual attention of Jain & Wallace (2019, section 4.2), e.g. :func:`shuffled_attention` or
-    :func:`uniform_attention`. ``layers`` counts as :func:`attention_layers` does (default: every layer).
-    The layer's ``attention_fn`` is swapped and put back on exit, even after an error. ``need_weights=True``
-    still reports the original weights.
-
-    Example:
-        >>> attn, x = MultiHeadAttention(8, 2), torch.randn(1, 4, 8)
-        >>> with replaced_attention(attn, uniform_attention):        # every query reads the mean value
-        ...     flat = attn(x)
-        >>> torch.allclose(flat, attn.out_proj(attn.v_proj(x).mean(1, keepdim=True)).expand(1, 4, 8), atol=1e-6)
-        True
-    """
-    found = attention_layers(model)
-    chosen = list(range(len(found))) if layers is None else list(layers)
-    for index in chosen:
-        if not 0 <= index < len(found):
-            raise ValueError(f"layers: layer {index} is out of range, the model has {len(found)} layers")
-
-    def mix(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        *,
-        is_causal: bool = False,
-        scale: float | None = None,
-        score_bias: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        weights = attention_weights(q, k, mask, is_causal=is_causal, scale=scale, score_bias=score_bias)
-        causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if is_causal else None
-        allowed = combine_masks(mask, causal)  # True = may attend, or None: every key
-        allowed = (
-            torch.ones_like(weights, dtype=torch.bool) if allowed is None else allowed.expand_as(weights)
-        )
-        return transform(weights, allowed).to(v.dtype) @ v  # (B, H, T, Dv)
-
-    with _attention_fns_wrapped([found[index] for index in chosen], lambda _index, _original: mix):
-        yield
+        return getattr(explanation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
