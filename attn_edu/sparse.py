@@ -256,7 +256,9 @@ def sliding_window_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
+    mask: None = None,
     *,
+    is_causal: bool = True,
     window: int,
     block: int = 128,
     scale: float | None = None,
@@ -267,6 +269,8 @@ def sliding_window_attention(
     of ``block`` queries starting at ``t0`` multiplies only the keys ``t0 − window + 1 … t0 + block − 1``:
     ``O(T·(window + block))`` scores instead of ``O(T²)``, the saving a masked dense product never makes.
     A real kernel does the same with fixed-size tiles (Longformer's banded kernel; FlexAttention's block mask).
+    ``mask`` (``None``) and ``is_causal`` (``True``) are there for the course's common signature, so that
+    ``functools.partial(sliding_window_attention, window=w)`` can be a model's ``attention_fn``.
 
     Shapes:
         q, k ``(..., T, D)``, v ``(..., T, Dv)``; returns ``(..., T, Dv)``.
@@ -278,6 +282,10 @@ def sliding_window_attention(
         >>> torch.allclose(sliding_window_attention(q, k, v, window=7, block=16), dense, atol=1e-6)
         True
     """
+    if mask is not None or not is_causal:
+        raise ValueError(
+            "mask: the band is the mask; pass mask=None and is_causal=True (the window is causal)"
+        )
     sizes = check_qkv(q, k, v)
     T = sizes["T"]
     if sizes["S"] != T:

@@ -53,6 +53,7 @@ FLOORS = {
         "data",
         "train",
         "interp",
+        "explanation",
         "params",
         "pretrained",
         "mla",

@@ -188,3 +188,26 @@ def test_lsh_attention_error_falls_with_rounds():
             approx = scaled_dot_product_attention(qk, qk, v, mask, scale=1.0)
             errors[rounds].append(((approx - full).norm() / full.norm()).item())
     assert max(errors[8]) < min(errors[1]), errors
+
+
+def test_the_banded_kernel_is_an_attention_fn() -> None:
+    """With the course's common signature it replaces a model's attention: a GPT reading through a window that
+    covers its whole context computes what it computes with full causal attention."""
+    from functools import partial
+
+    from attn_edu.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(
+        GPTConfig(vocab_size=11, max_seq_len=12, embed_dim=16, num_heads=2, num_layers=2, ffn_dim=32)
+    ).eval()
+    ids = torch.randint(11, (2, 12))
+    with torch.no_grad():
+        full = model(ids)
+        for block in model.blocks:
+            block.attn.attention_fn = partial(sliding_window_attention, window=12, block=5)
+        torch.testing.assert_close(model(ids), full)
+    with pytest.raises(ValueError, match="mask: the band is the mask"):
+        sliding_window_attention(
+            *torch.randn(3, 4, 2).unbind(0), torch.ones(4, 4, dtype=torch.bool), window=2
+        )

@@ -17,6 +17,7 @@ import seaborn as sns
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
 from attn_edu._validate import check_positive_int
 from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
@@ -46,6 +47,7 @@ def plot_curves(
     title: str | None = None,
     ax: Axes | None = None,
     styles: Mapping[str, Mapping[str, Any]] | None = None,
+    xticks: Sequence[float] | None = None,
 ) -> Figure:
     """Line plot of measured curves that share one x axis (variance vs d_k, loss vs step, time vs N).
 
@@ -54,6 +56,7 @@ def plot_curves(
     ``estimator="median", errorbar=("pi", 100)``), aggregated over the runs at each x (in x order).
     ``styles`` maps a curve's name to matplotlib line settings (``color``, ``linestyle``, ``marker``...),
     e.g. to pair colours by meaning or to dash a derived curve; other curves keep the default cycle.
+    ``xticks`` puts the x ticks at those values only, written as plain numbers (8, 16, 32 on a log axis).
     A band takes its curve's colour. Drawing on the ``ax`` of an earlier call adds curves (over another
     x range, say) to its figure.
 
@@ -114,6 +117,10 @@ def plot_curves(
     # Scales are set after drawing, so the median of the runs is taken in data space.
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
+    if xticks is not None:
+        ax.xaxis.set_major_locator(FixedLocator([float(t) for t in xticks]))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)

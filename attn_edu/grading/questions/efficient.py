@@ -90,40 +90,43 @@ CAPACITY = Question(
 
 QUESTIONS = (RECEPTIVE_FIELD, LINEAR_STATE, CAPACITY)
 
-# Asked in course/11_efficient_attention.ipynb before the cell that counts it (section 4).
-MASK_FLOPS = Question(
+# Asked in course/11_efficient_attention.ipynb before the cell that writes two values under one key (section 7).
+DELTA_OVERWRITE = Question(
     exercise_id="11.p1",
-    title="the FLOPs of the reference attention given a causal window mask that keeps 6 % of the pairs",
+    title="reading a state after two values were written under one unit key: linear attention and the delta rule",
     choices=(
-        "about 6 % of the FLOPs without the mask: the share of the pairs it keeps",
-        "exactly as many as without the mask",
-        "more than twice as many: the mask is a second (T, S) matrix to multiply by",
+        "both read [0, 1]: the later write wins",
+        "linear attention reads [1, 1], the delta rule [0, 1]",
+        "linear attention reads [0.5, 0.5], their mean, the delta rule [0, 1]",
+        "both read [1, 1]: every write adds",
     ),
     answer="b",
     explanation=(
-        "the reference computes every score q_t · k_s first (q kᵀ and then P v, 4 n² d FLOPs either way) and "
-        "only then replaces the hidden scores by -inf: a mask decides which scores count, not which are "
-        "computed. Only a kernel that never computes the hidden blocks saves the work."
+        "linear attention adds k vᵀ at every write, so reading with the unit key k returns the sum of every value "
+        "stored under it, [1, 1]. The delta rule first reads what the state holds for k, [1, 0], and writes only "
+        "the difference v − [1, 0] = [−1, 1]: the new value replaces the old one."
     ),
     wrong=(
         (
             "a",
-            "the 6 % is what the window keeps, but when is the mask applied: before q kᵀ computes the "
-            "scores, or after all n² of them exist?",
+            "that is the delta rule; but what does linear attention's update S ← S + k vᵀ do with the value "
+            "already stored under k?",
         ),
         (
             "c",
-            "the mask is not multiplied in: masked_fill puts -inf in the hidden places, an elementwise "
-            "step, not a matrix product.",
+            "nothing divides by the number of writes: reading the state with a unit key k returns kᵀS, the sum "
+            "of (k · k) v over the writes.",
+        ),
+        (
+            "d",
+            "that is linear attention; the delta rule subtracts what the state already returns for k before it "
+            "writes.",
         ),
     ),
-    hints=(
-        "in what order does the reference work: compute the scores and then mask them, or the other way "
-        "round?",
-    ),
+    hints=("write out Sᵀk after each write, for S ← S + k vᵀ and for S ← S + k (v − Sᵀk)ᵀ, with k · k = 1.",),
     points=0,
     difficulty=1,
     minutes=1,
 )
 
-PREDICTIONS = (MASK_FLOPS,)
+PREDICTIONS = (DELTA_OVERWRITE,)
