@@ -289,6 +289,9 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(self.inner_dim, embed_dim, bias=bias)
         self.qk_norm = qk_norm  # after the projections: a module here prints and saves after them
         self.output_gate = output_gate
+        # Cross-layer KV sharing (attn_edu.kv_sharing): a later layer reads the keys and values this one used.
+        self.keep_kv = False
+        self.kept_kv: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def extra_repr(self) -> str:
         return (
@@ -415,6 +418,8 @@ class MultiHeadAttention(nn.Module):
             check_shape("kv_cache.update(k, v)[1]", v, "B H_kv S D", B=B, H_kv=H_kv, S=S, D=D)
         if self.rotary is not None and in_cache:  # the keys at 0 .. S-1, the new queries the last T
             q, k = self.rotary.rotate(q, offset=S - T), self.rotary.rotate(k)  # (B, H, T, D), (B, H_kv, S, D)
+        if self.keep_kv:  # rotated, every cached token included, H_kv heads: what a sharing layer reads
+            self.kept_kv = (k, v)
         self._check_mask_and_bias(mask, score_bias, (B, H, T, S))
         if self.window is not None:
             # The band of the last `window` positions, bottom-right aligned over the S keys now held.

@@ -1,5 +1,6 @@
-"""The hybrid experiment: three decoders that differ only in their token mixers, decoding through the memory each
-needs (KV cache for attention layers, a fixed state for Gated DeltaNet ones) as their full forward pass computes."""
+"""The hybrid experiment: four decoders that differ only in their token mixers, decoding through the memory each
+needs (KV cache for attention layers, none for layers that share their keys and values, a fixed state for Gated
+DeltaNet ones) as their full forward pass computes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from attn_edu.delta_rule import DeltaStateLayer, GatedDeltaNet
 from attn_edu.experiments import hybrid
 from attn_edu.generation import generate, new_cache
 from attn_edu.kv_cache import KVCacheLayer
+from attn_edu.kv_sharing import SharedKVAttention
 from attn_edu.multihead import MultiHeadAttention
 
 TINY = replace(hybrid.CONFIG, vocab_size=11, embed_dim=24, ffn_dim=32)
@@ -20,9 +22,8 @@ TINY = replace(hybrid.CONFIG, vocab_size=11, embed_dim=24, ffn_dim=32)
 def test_the_variants_differ_only_in_their_mixers() -> None:
     models = {variant: hybrid.build(variant, TINY) for variant in hybrid.VARIANTS}
     for variant, model in models.items():
-        kinds = "".join("L" if isinstance(b.attn, GatedDeltaNet) else "A" for b in model.blocks)
-        assert kinds == hybrid.VARIANTS[variant]
-        assert all(isinstance(b.attn, (GatedDeltaNet, MultiHeadAttention)) for b in model.blocks)
+        letter = {GatedDeltaNet: "L", SharedKVAttention: "S", MultiHeadAttention: "A"}
+        assert "".join(letter[type(b.attn)] for b in model.blocks) == hybrid.VARIANTS[variant]
     rest = {
         variant: sum(p.numel() for name, p in model.named_parameters() if ".attn." not in name)
         for variant, model in models.items()
@@ -62,7 +63,7 @@ def test_decode_memory_grows_only_with_attention_layers() -> None:
     for variant, pattern in hybrid.VARIANTS.items():
         model = hybrid.build(variant, TINY).eval()
         small, large = hybrid.decode_bytes(model, 10), hybrid.decode_bytes(model, 30)
-        attention, linear = pattern.count("A"), pattern.count("L")
+        attention, linear = pattern.count("A"), pattern.count("L")  # "S" layers keep nothing
         assert large - small == 20 * attention * per_attention_layer
         assert small == 10 * attention * per_attention_layer + linear * (state + conv_bytes)
 

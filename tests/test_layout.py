@@ -44,6 +44,7 @@ FLOORS = {
         "gating",
         "differential",
         "kv_cache",
+        "kv_sharing",
     ],
     "architectures": [
         "blocks",

@@ -1,10 +1,13 @@
-"""Attention, Gated DeltaNet, and Qwen3-Next's 3:1 hybrid of the two, trained alike on the Python documentation.
+"""Attention, Gated DeltaNet, Qwen3-Next's 3:1 hybrid of the two, and cross-layer KV sharing, trained alike on the
+Python documentation: what each way of cutting the decode memory costs in loss.
 
-Three decoders of four layers, the same in everything but their token mixers (:data:`VARIANTS`):
+Four decoders of four layers, the same in everything but their token mixers (:data:`VARIANTS`):
 
     "attention"   A A A A   every layer softmax attention (full, causal, RoPE, GQA)
     "hybrid"      L L L A   three Gated DeltaNet layers, then one attention layer: Qwen3-Next's ratio
     "linear"      L L L L   every layer Gated DeltaNet (:class:`attn_edu.delta_rule.GatedDeltaNet`)
+    "shared"      A S A S   attention, every second layer reading the keys and values of the layer below
+                            (CLA2, :class:`attn_edu.kv_sharing.SharedKVAttention`): half the KV cache
 
 The rest is :mod:`attn_edu.experiments.sink_variants`' decoder and recipe (RMSNorm, SwiGLU, tied embeddings, a
 beginning-of-text token before 127 characters, AdamW at 1e-3 for 1,000 steps of 32 windows), so the held-out
@@ -42,12 +45,14 @@ from attn_edu.experiments import cli, shipped
 from attn_edu.experiments import sink_variants as recipe
 from attn_edu.experiments.text_gpt import random_windows
 from attn_edu.generation import new_cache
+from attn_edu.kv_sharing import SharedKVAttention
 from attn_edu.models import Llama, LlamaConfig
 from attn_edu.report import spread
 from attn_edu.train import train
 
 NAME = "hybrid"  # the files' stem in attn_edu/weights/
-VARIANTS = {"attention": "AAAA", "hybrid": "LLLA", "linear": "LLLL"}  # A: attention, L: Gated DeltaNet
+# A: attention, L: Gated DeltaNet, S: attention with the keys and values of the layer below (cross-layer sharing)
+VARIANTS = {"attention": "AAAA", "hybrid": "LLLA", "linear": "LLLL", "shared": "ASAS"}
 SEEDS = (0, 1, 2)
 SHIPPED = tuple(f"{variant}/{seed}" for variant in VARIANTS for seed in SEEDS)  # the runs whose weights ship
 CONFIG = replace(recipe.CONFIG, num_layers=4)  # sink_variants' decoder, one layer deeper for the 3:1 ratio
@@ -71,9 +76,11 @@ def build(variant: str, config: LlamaConfig = CONFIG) -> Llama:
     if len(pattern) != config.num_layers:
         raise ValueError(f"config: {variant!r} has {len(pattern)} layers, the config {config.num_layers}")
     model = Llama(config)
-    for block, kind in zip(model.blocks, pattern):
+    for i, (block, kind) in enumerate(zip(model.blocks, pattern)):
         if kind == "L":
             block.attn = GatedDeltaNet(config.embed_dim, **DELTA)
+        elif kind == "S":
+            block.attn = SharedKVAttention(block.attn, source=model.blocks[i - 1].attn)
     return init_normal_(model)
 
 
