@@ -1,6 +1,6 @@
 """Checks for notebook 11's exercises: a sliding-window mask, causal linear attention (parallel and recurrent
-forms), a top-k router, how many stacked windows reach the first token (a measurement), one write of Gated
-DeltaNet, and top-k key selection under a causal mask.
+forms), a top-k router, how many stacked windows reach the first token (a measurement), and top-k key selection
+under a causal mask. The recurrent-state exercises (Gated DeltaNet) are in :mod:`attn_edu.grading.checks.recurrent`.
 
 The references are :func:`attn_edu.sparse.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
 (``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent`, :class:`attn_edu.moe.TopKRouter`
@@ -524,117 +524,6 @@ LAYERS_TO_REACH = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 11.6 one write of Gated DeltaNet: decay the state, then write the correction
-
-
-def _delta_cases(g: torch.Generator) -> list[Case]:
-    def case(B: int, H: int, Dk: int, Dv: int, *, decay: float = 1.0, full: bool = False) -> Case:
-        state = _randn(g, B, H, Dk, Dv)  # (B, H, Dk, Dv): whatever earlier tokens wrote
-        k = F.normalize(_randn(g, B, H, Dk), dim=-1)  # (B, H, Dk): unit keys
-        v = _randn(g, B, H, Dv)  # (B, H, Dv)
-        log_decay = -decay * torch.rand(B, H, generator=g)  # (B, H): g <= 0
-        beta = torch.ones(B, H) if full else torch.rand(B, H, generator=g)  # (B, H)
-        return Case((state, k, v, log_decay, beta))
-
-    return [
-        case(1, 2, 4, 3),  # Dk != Dv
-        case(2, 3, 5, 5, decay=3.0),  # strong decay
-        case(1, 1, 6, 2, full=True),  # β = 1: the state then recalls v exactly for k
-        case(2, 2, 3, 4, decay=0.0),  # g = 0: no decay at all (plain DeltaNet)
-        case(1, 4, 8, 8),
-    ]
-
-
-def _delta_write(
-    state: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_decay: torch.Tensor,
-    beta: torch.Tensor,
-    *,
-    decay_first: bool = True,
-    correct: bool = True,
-    beta_on_value_only: bool = False,
-) -> torch.Tensor:
-    alpha = log_decay.exp()[..., None, None]  # (B, H, 1, 1)
-    decayed = state * alpha if decay_first else state
-    recalled = (k[..., None, :] @ decayed).squeeze(-2) if correct else torch.zeros_like(v)  # (B, H, Dv)
-    if beta_on_value_only:
-        correction = beta[..., None] * v - recalled
-    else:
-        correction = beta[..., None] * (v - recalled)  # (B, H, Dv)
-    new = decayed + k[..., :, None] * correction[..., None, :]  # (B, H, Dk, Dv)
-    return new if decay_first else new * alpha
-
-
-def _delta_reference(
-    state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor
-) -> torch.Tensor:
-    from attn_edu.delta_rule import gated_delta_step
-
-    return gated_delta_step(state, k, k, v, log_decay, beta)[1]  # the new state (the read does not change it)
-
-
-def _recalls_value(case: Case, output: torch.Tensor) -> str | None:
-    _, k, v, _, _ = case.args
-    recalled = (k[..., None, :] @ output).squeeze(-2)  # (B, H, Dv)
-    if not torch.allclose(recalled, v, atol=1e-4):
-        gap = float((recalled - v).abs().max())
-        return f"with β = 1 the new state must return v for k (Sᵀk = v), but it is {gap:.3g} away"
-    return None
-
-
-DELTA_WRITE = Exercise(
-    exercise_id="11.6",
-    title="one Gated DeltaNet write: S ← α S, then S ← S + β k (v − Sᵀk)ᵀ, for every batch and head",
-    function_name="delta_write",
-    arg_names=("state", "k", "v", "log_decay", "beta"),
-    reference=_delta_reference,
-    make_cases=_delta_cases,
-    mistakes=(
-        Mistake(
-            lambda *a: _delta_write(*a, correct=False),
-            "this adds β k vᵀ, linear attention's update: the delta rule first reads what the state already "
-            "holds for k (Sᵀk, after the decay) and writes only the difference v − Sᵀk.",
-        ),
-        Mistake(
-            lambda *a: _delta_write(*a, decay_first=False),
-            "the decay comes after the write here, so the new value is shrunk too: Gated DeltaNet forgets first "
-            "(S ← α S), then reads and writes into the decayed state.",
-        ),
-        Mistake(
-            lambda state, k, v, log_decay, beta: _delta_write(state, k, v, torch.zeros_like(log_decay), beta),
-            "the state is never decayed: α = exp(log_decay) multiplies the whole state before the write (the "
-            "argument is the log of the decay, so exp it).",
-        ),
-        Mistake(
-            lambda *a: _delta_write(*a, beta_on_value_only=True),
-            "β scales v but not what the state recalls: the write strength multiplies the whole correction, "
-            "β (v − Sᵀk), so that β = 0 writes nothing and β = 1 replaces the value.",
-        ),
-    ),
-    properties=(
-        Property(
-            "a full write recalls the value",
-            "with β = 1 and a unit key, the new state returns exactly v for k: Sᵀk = v.",
-            holds=_recalls_value,
-        ),
-    ),
-    hints=(
-        "three steps per (batch, head): shrink the state by α = exp(log_decay); ask it what it holds for k; add "
-        "the outer product of k and the scaled difference.",
-        "what the state holds for k is kᵀS, a (Dv,) vector per batch and head: k[..., None, :] @ S, squeezed. "
-        "Take it from the decayed state.",
-        "the correction β (v − kᵀS) has shape (B, H, Dv); its outer product with k is "
-        "k[..., :, None] * correction[..., None, :], shape (B, H, Dk, Dv), like the state.",
-    ),
-    difficulty=2,
-    minutes=15,
-    atol=1e-4,
-)
-
-
-# ---------------------------------------------------------------------------------------------------------
 # 11.7 top-k selection under a causal mask (what DeepSeek-V3.2's indexer feeds its attention)
 
 
@@ -721,6 +610,5 @@ EXERCISES = (
     LINEAR_RECURRENT,
     TOP_K_ROUTER,
     LAYERS_TO_REACH,
-    DELTA_WRITE,
     TOPK_CAUSAL,
 )
