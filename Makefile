@@ -115,12 +115,13 @@ shape: setup
 	@$(BIN)/python scripts/course_shape.py
 
 # One thread per worker: the workers already keep every core busy. The count of kernels compiled for a GPU is
-# read from Triton's cache: the cubins it holds after the run, less those it held before.
+# read from Triton's cache: the cubins it holds after the run, less those it held before. The 20 slowest tests
+# and fixtures are listed at the end: where the suite's minutes go.
 UNIT_MARKERS ?=
 CUBINS = $$(find $(TRITON_CACHE) -name '*.cubin' 2>/dev/null | wc -l)
 unit: setup
 	@before=$(CUBINS); \
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui \
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q $(XDIST) --dist worksteal --ignore=tests/ui --durations=20 \
 		$(if $(UNIT_MARKERS),-m "$(UNIT_MARKERS)"); status=$$?; \
 	after=$(CUBINS); \
 	echo "Triton: $$((after - before)) kernel(s) compiled for a GPU in this run; $$after in $(TRITON_CACHE)"; \
