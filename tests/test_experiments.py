@@ -34,7 +34,14 @@ def test_each_experiment_has_one_name() -> None:
         )
 
 
-@pytest.mark.parametrize("module", ["attn_edu.experiments.text_gpt", "attn_edu.experiments.rope_extension"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "attn_edu.experiments.text_gpt",
+        "attn_edu.experiments.rope_extension",
+        "attn_edu.experiments.length_extrapolation",
+    ],
+)
 def test_help_exits_zero_and_names_the_new_module(module: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120

@@ -237,3 +237,41 @@ def test_run_length_test_rejects_no_seeds_and_a_bad_factor():
         run_length_test(())
     with pytest.raises(ValueError, match="test_factor"):
         run_length_test((0,), test_factor=0)
+
+
+def test_the_shipped_models_are_runs_of_the_recipe_and_score_as_recorded():
+    """Notebook 06 loads these 18 models instead of training them: each is what `run_length_test`'s recipe
+    trains (one retrained here, weight for weight), and they score what the record says."""
+    from attn_edu.experiments import length_extrapolation as le
+
+    models, accuracy = le.load_length_test()
+    record = le.shipped.read_record(le.NAME)
+    assert set(models) == {(scheme, seed) for scheme in SCHEMES for seed in le.SEEDS}
+    assert (record["seeds"], record["steps"], record["test_factor"]) == (
+        list(le.SEEDS),
+        le.STEPS,
+        le.TEST_FACTOR,
+    )
+    live = le.summary(accuracy, LagConfig())
+    for scheme, recorded in record["accuracy"].items():
+        for where in ("inside", "beyond"):
+            assert live[scheme][where] == pytest.approx(recorded[where], abs=2 / 256)  # a sequence or two
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the recipe trains
+    try:
+        again, _ = train_lag_model("t5", seed=1, steps=le.STEPS)
+    finally:
+        torch.set_num_threads(threads)
+    for name, tensor in again.state_dict().items():
+        torch.testing.assert_close(models["t5", 1].state_dict()[name], tensor, rtol=1e-4, atol=1e-5)
+
+
+def test_the_command_trains_writes_and_reports(tmp_path, capsys):
+    from attn_edu.experiments import length_extrapolation as le
+
+    assert le.main(["train", "--seeds", "5", "--steps", "2", "--out", str(tmp_path)]) == 0
+    assert le.main(["report", "--dir", str(tmp_path)]) == 0
+    report = capsys.readouterr().out.splitlines()[-7:]
+    assert report[0].startswith("scheme") and [line.split()[0] for line in report[1:]] == list(SCHEMES)
+    models, accuracy = le.load_length_test(tmp_path)
+    assert set(models) == {(scheme, 5) for scheme in SCHEMES} and accuracy["shaw"].shape == (1, 64)

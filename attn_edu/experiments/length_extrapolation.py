@@ -19,13 +19,23 @@ Train each with :func:`train_lag_model` on sequences of ``train_length`` tokens 
 :func:`run_length_test`). :func:`bag_of_words_accuracy` is the best that a model
 which sees the earlier tokens only as a bag (a multiset) can do, for comparison. Notebook 06, section 6.
 
+The 18 models of notebook 06 (six schemes, seeds 0, 1, 2) ship with the package, with a record of their
+accuracies: :func:`load_length_test` loads and scores them. ``python -m attn_edu.experiments.length_extrapolation
+train`` trains them again (about 10 s), ``... report`` prints the record.
+
 Shapes:
     ids ``(B, T)`` token ids in ``0 .. V − 1``; logits ``(B, T, V)``; accuracies ``(T,)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+import platform
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +43,7 @@ from torch import nn
 
 from attn_edu._validate import check_positive_int, check_token_ids
 from attn_edu.attention import scaled_dot_product_attention
+from attn_edu.experiments import cli, shipped
 from attn_edu.positional import (
     LearnedPositionalEmbedding,
     ShawRelativePosition,
@@ -44,6 +55,8 @@ from attn_edu.positional import (
 from attn_edu.train import TrainResult, train
 
 SCHEMES = ("nope", "sinusoidal", "learned", "shaw", "t5", "alibi")
+NAME = "length_extrapolation"  # the files' stem in attn_edu/weights/
+SEEDS, STEPS, TEST_FACTOR = (0, 1, 2), 150, 4  # notebook 06's runs: the ones that ship
 
 
 @dataclass(frozen=True)
@@ -255,11 +268,11 @@ def bag_of_words_accuracy(ids: torch.Tensor, lag: int, vocab_size: int) -> torch
 
 
 def run_length_test(
-    seeds: tuple[int, ...] = (0, 1, 2),
+    seeds: tuple[int, ...] = SEEDS,
     *,
     config: LagConfig | None = None,
-    steps: int = 150,
-    test_factor: int = 4,
+    steps: int = STEPS,
+    test_factor: int = TEST_FACTOR,
 ) -> tuple[dict[tuple[str, int], LagModel], dict[str, torch.Tensor]]:
     """Train every scheme of :data:`SCHEMES` from each seed and score it at every position of longer inputs.
 
@@ -284,13 +297,109 @@ def run_length_test(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     models: dict[tuple[str, int], LagModel] = {}
-    runs: dict[str, list[torch.Tensor]] = {scheme: [] for scheme in SCHEMES}
     try:
         for seed in seeds:
             for scheme in SCHEMES:
                 models[scheme, seed], _ = train_lag_model(scheme, seed=seed, steps=steps, config=config)
-                length = config.train_length * (1 if scheme == "learned" else test_factor)
-                runs[scheme].append(accuracy_by_position(models[scheme, seed], length))  # (length,)
+        return models, score(models, test_factor)
     finally:
         torch.set_num_threads(threads)
-    return models, {scheme: torch.stack(accs) for scheme, accs in runs.items()}
+
+
+def score(models: dict[tuple[str, int], LagModel], test_factor: int = TEST_FACTOR) -> dict[str, torch.Tensor]:
+    """:func:`accuracy_by_position` of every model on sequences ``test_factor`` times its training length (the
+    learned table on the training length), one row per seed in the order of ``models``: ``{scheme: (seeds, T)}``."""
+    runs: dict[str, list[torch.Tensor]] = {}
+    for (scheme, _), model in models.items():
+        length = model.config.train_length * (1 if scheme == "learned" else test_factor)
+        runs.setdefault(scheme, []).append(accuracy_by_position(model, length))  # (length,)
+    return {scheme: torch.stack(accs) for scheme, accs in runs.items()}
+
+
+def load_length_test(
+    directory: str | Path | None = None,
+) -> tuple[dict[tuple[str, int], LagModel], dict[str, torch.Tensor]]:
+    """Notebook 06's 18 shipped models, ``models[scheme, seed]`` in ``eval()`` mode, and their accuracies measured
+    here from the weights (:func:`score`), as :func:`run_length_test` returns them.
+
+    Example:
+        >>> models, accuracy = load_length_test()
+        >>> len(models), tuple(accuracy["t5"].shape)
+        (18, (3, 64))
+    """
+    record = shipped.read_record(NAME, directory)
+    config = LagConfig(**record["config"])
+    tensors = shipped.read_weights(NAME, directory)
+    models = {
+        (scheme, seed): shipped.load_into(LagModel(scheme, config), tensors, prefix=f"{scheme}/{seed}.")
+        for seed in record["seeds"]
+        for scheme in SCHEMES
+    }
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return models, score(models, record["test_factor"])  # type: ignore[arg-type]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def summary(accuracy: dict[str, torch.Tensor], config: LagConfig) -> dict[str, dict[str, list[float]]]:
+    """Per scheme, each seed's mean accuracy inside the training length (after the lag) and beyond it."""
+    lag, length = config.lag, config.train_length
+    return {
+        scheme: {
+            "inside": [round(x, 4) for x in acc[:, lag:length].mean(1).tolist()],
+            "beyond": [round(x, 4) for x in acc[:, length:].mean(1).tolist()]
+            if acc.shape[1] > length
+            else [],
+        }
+        for scheme, acc in accuracy.items()
+    }
+
+
+def _train_command(args: argparse.Namespace) -> None:
+    config = LagConfig()
+    models, accuracy = run_length_test(tuple(args.seeds), config=config, steps=args.steps)
+    record = {
+        "config": asdict(config),
+        "seeds": list(args.seeds),
+        "steps": args.steps,
+        "test_factor": TEST_FACTOR,
+        "command": "python -m attn_edu.experiments.length_extrapolation " + " ".join(sys.argv[1:]),
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "accuracy": summary(accuracy, config),
+    }
+    named = {f"{scheme}/{seed}.": model for (scheme, seed), model in models.items()}
+    print(shipped.save(NAME, named, record, args.out))
+    print(_table(record))
+
+
+def _table(record: dict[str, Any]) -> str:
+    lines = [f"{'scheme':<11} {'inside the training length':<28} beyond it (mean accuracy per seed)"]
+    for scheme, acc in record["accuracy"].items():
+        inside, beyond = (" ".join(f"{x:.2f}" for x in acc[k]) for k in ("inside", "beyond"))
+        lines.append(f"{scheme:<11} {inside:<28} {beyond or '-'}")
+    return "\n".join(lines)
+
+
+def _report_command(args: argparse.Namespace) -> None:
+    print(_table(shipped.read_record(NAME, args.dir)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attn_edu.experiments.length_extrapolation train [--seeds ...] [--steps N] [--out DIR]`` or
+    ``... report [--dir DIR]``."""
+    parser, train_parser = cli.command_parser(
+        NAME,
+        __doc__,
+        train_help="train every scheme from every seed, score them, and write the two files",
+        report_help="the accuracies of the shipped models",
+        seeds=SEEDS,
+    )
+    train_parser.add_argument("--steps", type=int, default=STEPS)
+    return cli.run(parser, argv, _train_command, _report_command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
