@@ -209,8 +209,11 @@ gpu-check:
 
 # Every Triton kernel variant compiled for A100 (sm_80) and H100/H200 (sm_90) without a GPU: registers, spills,
 # shared memory, tensor-core instructions, occupancy, and the roofline (attn_edu/kernels/compile_report.py).
+# It also stores the figures in attn_edu/kernels/compile_record.json, which `make test` reads while the kernels
+# and Triton are those it was made from (attn_edu/kernels/compile_record.py): run it after changing a kernel.
 kernel-report: setup
-	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx
+	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx \
+		--record
 
 clean:
 	rm -rf $(VENV) artifacts build/site $(TRITON_CACHE) .pytest_cache .ruff_cache .hypothesis

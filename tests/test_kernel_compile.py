@@ -16,6 +16,7 @@ Where the installed Triton cannot compile ahead of time (no ``triton.compile``/`
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -68,10 +69,20 @@ def report():  # noqa: ANN201
     return _ahead_of_time_or_skip()
 
 
-def _compile_everything(report) -> list[dict]:  # noqa: ANN001
-    """Every variant for both targets, compiled by the report (one process per CPU), as the report's rows."""
+def _variants(report) -> list:  # noqa: ANN001
     variants = report.capture(["fast_forward"], DTYPES, HEAD_DIMS, TARGETS)  # the longest compiles first
-    variants += report.capture(TEACHING, DTYPES, HEAD_DIMS, TARGETS)
+    return variants + report.capture(TEACHING, DTYPES, HEAD_DIMS, TARGETS)
+
+
+def _compile_everything(report) -> list[dict]:  # noqa: ANN001
+    """Every variant for both targets as the report's rows: from the record `make kernel-report` keeps while the
+    kernels and Triton are those it was made from, else compiled by the report (one process per CPU)."""
+    from attn_edu.kernels import compile_record
+
+    variants = _variants(report)
+    recorded = compile_record.recorded_rows(variants)
+    if recorded is not None:
+        return recorded
     return [result.row() for result in report.compile_all(variants)]
 
 
@@ -201,6 +212,33 @@ def test_the_fast_forward_autotunes_only_configurations_that_compile_without_spi
     # on an A100 (sm_80) two more spill: 128 x 128 with 8 warps at D = 128, 128 x 64 with 4 warps at D = 64
     assert configs("bfloat16", 64, 80) == {"128x64 w8 s3", "128x128 w8 s3", "64x64 w4 s3"}
     assert configs("bfloat16", 128, 80) == {"128x64 w8 s3", "64x64 w4 s3"}
+
+
+def test_the_record_holds_what_this_triton_compiles_now(report, tmp_path: Path) -> None:  # noqa: ANN001
+    """The record the compile test reads, checked against fresh compiles of two variants (both targets' quickest),
+    in an empty cache; and a record made from other sources is not read."""
+    from triton import knobs
+
+    from attn_edu.kernels import compile_record
+
+    variants = [
+        *report.capture(["preprocess"], ["float32"], [64], [80]),
+        *report.capture(["dq"], ["bfloat16"], [64], [90]),
+    ]
+    recorded = compile_record.recorded_rows(variants)
+    if recorded is None:
+        pytest.skip(
+            "attn_edu/kernels/compile_record.json was made from other kernels or another Triton: the "
+            "compile test compiles everything instead (make kernel-report writes a new record)"
+        )
+    with knobs.cache.scope():
+        knobs.cache.dir = str(tmp_path / "cache")
+        fresh = [report.compile_variant(v).row() for v in variants]
+    assert [{k: v for k, v in row.items() if k not in compile_record.VOLATILE} for row in fresh] == recorded
+    stale = tmp_path / "record.json"
+    document = json.loads(compile_record.RECORD.read_text())
+    stale.write_text(json.dumps({**document, "fingerprint": "0" * 64}))
+    assert compile_record.recorded_rows(variants, stale) is None
 
 
 def test_a_second_compile_comes_from_tritons_cache_with_the_same_figures(report, tmp_path: Path) -> None:  # noqa: ANN001

@@ -538,6 +538,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="compiler processes (default: one per CPU)")
     parser.add_argument("--json", default=None, help="write every figure to this file")
     parser.add_argument("--ptx-dir", default=None, help="also write each variant's PTX to this folder")
+    parser.add_argument(
+        "--record", action="store_true", help="store the figures beside the kernels (compile_record)"
+    )
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error(
@@ -574,6 +577,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failures:
         print(f"\n{len(failures)} variant(s) failed to compile", file=sys.stderr)
         return 1
+    if args.record:
+        from attn_edu.kernels import compile_record
+
+        print(f"wrote {compile_record.write([r.row() for r in results])}")
     return 0
 
 

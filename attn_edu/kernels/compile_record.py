@@ -1,0 +1,83 @@
+"""The compile report's figures for the kernels as they stand, kept beside them: ``compile_record.json``.
+
+Compiling every kernel variant ahead of time for two GPUs (:mod:`attn_edu.kernels.compile_report`) takes one to
+two minutes on two cores, and what it finds (registers, spills, shared memory, tensor-core instructions) depends
+on nothing but the kernels' sources and the Triton that compiles them: compiling is deterministic.
+``make kernel-report`` therefore also writes the figures here, with a :func:`fingerprint` of exactly those
+inputs: Triton's version, every source file of ``attn_edu/kernels/`` and ``attn_edu/hardware.py`` (the GPU
+limits behind the occupancy). :func:`recorded_rows` hands a test the rows it asks for only while the fingerprint
+still matches; after any change to a kernel, a launcher, the report or Triton it returns ``None`` and the test
+compiles everything again. A test also compiles a few variants afresh and compares them with the record
+(``tests/test_kernel_compile.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+RECORD = Path(__file__).with_name("compile_record.json")
+SOURCES = (*sorted(Path(__file__).parent.glob("*.py")), Path(__file__).parent.parent / "hardware.py")
+VOLATILE = ("seconds", "cached")  # how long a compile took and whether Triton's cache served it: not figures
+
+
+def fingerprint() -> str:
+    """sha256 of Triton's version and of every file the compiled figures depend on."""
+    import triton
+
+    digest = hashlib.sha256(f"triton {triton.__version__}\n".encode())
+    for path in SOURCES:
+        digest.update(f"{path.name}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def key(row: Mapping[str, Any]) -> str:
+    """A row's variant, e.g. ``"forward bfloat16 D=128 causal=True 64x64 w8 s2 sm_90"``."""
+    return (
+        f"{row['kernel']} {row['dtype']} D={row['D']} causal={row['causal']} {row['config']} {row['target']}"
+    )
+
+
+def variant_key(variant: Any) -> str:
+    """:func:`key` of a :class:`attn_edu.kernels.compile_report.Variant` (which knows its target)."""
+    return key(
+        {
+            "kernel": variant.kernel,
+            "dtype": variant.dtype,
+            "D": variant.head_dim,
+            "causal": variant.causal,
+            "config": variant.config,
+            "target": f"sm_{variant.target}",
+        }
+    )
+
+
+def write(rows: Sequence[Mapping[str, Any]], path: Path = RECORD) -> Path:
+    """Store the rows of a compile that just ran (without :data:`VOLATILE`), with today's fingerprint."""
+    if any(row["error"] for row in rows):
+        raise ValueError("rows: a variant failed to compile; the record keeps only clean compiles")
+    import triton
+
+    kept = [{k: v for k, v in row.items() if k not in VOLATILE} for row in rows]
+    document = {"fingerprint": fingerprint(), "triton": triton.__version__, "rows": sorted(kept, key=key)}
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def recorded_rows(variants: Sequence[Any], path: Path = RECORD) -> list[dict[str, Any]] | None:
+    """The record's rows for ``variants`` (in their order), or ``None`` when there is no record, it was made
+    from other sources or another Triton, or it lacks one of them."""
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text(encoding="utf-8"))
+    if document.get("fingerprint") != fingerprint():
+        return None
+    rows = {key(row): row for row in document["rows"]}
+    wanted = [variant_key(variant) for variant in variants]
+    if any(name not in rows for name in wanted):
+        return None
+    return [rows[name] for name in wanted]
