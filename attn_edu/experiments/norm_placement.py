@@ -3,18 +3,20 @@
     model, run = train_decoder(PreNormDecoderBlock, lr=1e-2, seed=0)   one run of section 6's recipe
     record = measure()                                                  the optional sections' 12 runs (~10 s)
     record = read_record()                                              the same runs, shipped
+    models, runs = load_section_6()                                     section 6's 12 runs, shipped with weights
 
 The recipe (section 6): :class:`~attn_edu.models.ToyDecoder` (``C = 32``, 4 heads, ``depth`` causal blocks)
 initialised after ``torch.manual_seed(seed)``, trained with AdamW for 60 steps without clipping on batches of 16
 sequences of 5 digits and their sorted copies (:func:`~attn_edu.data.sort_task`), drawn from a generator seeded
-with ``seed``. Notebook 08 trains section 6's twelve runs itself. Its optional sections add twelve more, read from
-the record ``attn_edu/weights/norm_placement.json`` (every run's losses), each re-running one of them to show that
-the record is this code's:
+with ``seed``. Section 6's twelve runs (:func:`section_6`: both block types at ``1e-2`` and ``3e-2`` from every seed)
+ship with their float16 weights and losses (:func:`load_section_6`). The optional sections add twelve more, read
+from the record ``attn_edu/weights/norm_placement.json`` (every run's losses). The notebook re-runs the first steps
+of one run of each kind to show that the record is this code's:
 
 * ``no_skip``: pre-norm at ``1e-2`` without skip connections (``residual=False``), at 1 and at 4 blocks;
 * ``scheduled``: post-norm at a peak rate of ``3e-2`` with a cosine decay, with no warm-up and with 20 steps.
 
-``python -m attn_edu.experiments.norm_placement train`` trains them again and writes the record (one CPU thread,
+``python -m attn_edu.experiments.norm_placement train`` trains all 24 again and writes the two files (one CPU thread,
 the notebook's setting); ``... report`` prints their final losses.
 """
 
@@ -39,6 +41,8 @@ STEPS, SEEDS = 60, (0, 1, 2)
 NAME = "norm_placement"  # the record's stem in attn_edu/weights/
 NO_SKIP_DEPTHS = (1, 4)
 SCHEDULES = {"cosine decay only": 0, "20 warm-up steps, then cosine": 20}  # name -> warm-up steps
+BLOCK_TYPES = {"pre-norm": PreNormDecoderBlock, "post-norm": PostNormDecoderBlock}  # section 6
+LRS = (1e-2, 3e-2)
 
 
 def sort_batches(generator: torch.Generator) -> TaskBatch:
@@ -108,6 +112,40 @@ def measure() -> dict[str, Any]:
     }
 
 
+def section_6() -> dict[str, tuple[ToyDecoder, TrainResult]]:
+    """Section 6's twelve runs, trained: ``{"post-norm/0.03/1": (model, run), ...}``; per seed both block types start
+    from the same weights and see the same batches."""
+    return {
+        f"{name}/{lr:g}/{seed}": train_decoder(block_type, lr=lr, seed=seed)
+        for name, block_type in BLOCK_TYPES.items()
+        for lr in LRS
+        for seed in SEEDS
+    }
+
+
+def load_section_6(
+    directory: str | None = None,
+) -> tuple[dict[tuple[str, float, int], ToyDecoder], dict[tuple[str, float, int], TrainResult]]:
+    """The shipped runs of :func:`section_6`, keyed ``(block type, learning rate, seed)``: the models (float16
+    weights, loaded in float32, ``eval()`` mode) and their recorded losses.
+
+    Example:
+        >>> models, runs = load_section_6()
+        >>> len(models), round(runs["post-norm", 3e-2, 0].final_loss(), 1)
+        (12, 2.3)
+    """
+    record = read_record(directory)
+    tensors = shipped.read_weights(NAME, directory)
+    models, runs = {}, {}
+    for key, losses in record["section_6"].items():
+        name, lr, seed = key.split("/")
+        at = (name, float(lr), int(seed))
+        model = ToyDecoder(BLOCK_TYPES[name], vocab_size=VOCAB.size)
+        models[at] = shipped.load_into(model, tensors, prefix=f"{key}.")
+        runs[at] = TrainResult(losses=list(losses), seconds=0.0, steps=len(losses))
+    return models, runs
+
+
 def final_loss(losses: Sequence[float]) -> float:
     """A run's final loss as :meth:`TrainResult.final_loss` gives it: the mean of its last 10 steps."""
     return TrainResult(losses=list(losses), seconds=0.0, steps=len(losses)).final_loss()
@@ -120,13 +158,19 @@ def read_record(directory: str | None = None) -> dict[str, Any]:
 
 def _train_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)  # notebook 08's setting
-    path = shipped.save_record(NAME, measure(), args.out)
+    trained = section_6()
+    record = {**measure(), "section_6": {key: run.losses for key, (_, run) in trained.items()}}
+    path = shipped.save(
+        NAME, {f"{key}.": model for key, (model, _) in trained.items()}, record, args.out, half=True
+    )
     print("wrote", path)
 
 
 def _report_command(args: argparse.Namespace) -> None:
     record = read_record(args.dir)
     print(f"{NAME}: {record['command']} (torch {record['environment']['torch']})")
+    for key, losses in record["section_6"].items():
+        print(f"section_6 {key}: final loss {final_loss(losses):.3f}")
     for group in ("no_skip", "scheduled"):
         for name, runs in record[group].items():
             print(f"{group} {name}: final losses", " ".join(f"{final_loss(losses):.3f}" for losses in runs))
