@@ -254,3 +254,16 @@ def test_the_recorded_losses_say_what_notebook_07_says_for_every_seed(shipped):
         assert row["PI tuned"]["L"] > row["none"]["L"] + 0.4, seed  # 50 steps do not undo PI's blur
         for r in set(row) - {"PI"}:  # nothing reads clearly better past L (PI, as read, is as bad everywhere)
             assert row[r]["2L"] > row[r]["L"] - 0.05 and row[r]["4L"] > row[r]["L"], (seed, r)
+
+
+def test_the_recorded_curves_are_the_shipped_models_read_on_the_evaluation_windows(shipped):
+    """Notebook 07 plots the record's curves: every reading and seed is there, they agree with the record's
+    table, and one model read here (PI as trained, seed 2) gives its curve to float rounding."""
+    models, tokenizer, record = shipped
+    curves = rx.shipped_curves()
+    readings = [*rx.METHODS, *(f"{m} tuned" for m in rx.METHODS)]
+    assert list(curves) == readings and all(c.shape == (3, rx.FACTOR * rx.CONTEXT) for c in curves.values())
+    assert rx.record_gap(curves, record) < 1e-4
+    windows = rx.evaluation_windows(tokenizer, length=rx.FACTOR * rx.CONTEXT)
+    here = rx.loss_by_position(rx.with_scaling(models["base"][2], rx.scaling_for("PI")), windows)
+    assert (here - curves["PI"][2]).abs().max() < 1e-3

@@ -375,6 +375,31 @@ def table_of(curves: dict[str, torch.Tensor], seeds: Sequence[int]) -> dict[str,
     }
 
 
+def shipped_curves(directory: str | Path | None = None) -> dict[str, torch.Tensor]:
+    """:func:`loss_curves` of the shipped models on :func:`evaluation_windows` (the record's corpus), as the record
+    keeps them, ``{reading: (seeds, T)}``: notebook 07 plots these and measures one reading again.
+
+    Example:
+        >>> curves = shipped_curves()
+        >>> tuple(curves["YaRN tuned"].shape)
+        (3, 256)
+    """
+    return {reading: torch.tensor(rows) for reading, rows in read_record(directory)["curves"].items()}
+
+
+def record_curves(directory: str | Path | None = None) -> Path:
+    """Measure :func:`loss_curves` of the models stored in ``directory`` (default: the shipped ones) on
+    :func:`evaluation_windows` and keep them in their record, rounded to 5 decimals (what :func:`shipped_curves`
+    reads)."""
+    models, tokenizer = load_models(directory, attention_fn=fused_attention)
+    curves = loss_curves(models, evaluation_windows(tokenizer, length=FACTOR * CONTEXT))
+    record = read_record(directory)
+    record["curves"] = {
+        reading: [[round(x, 5) for x in row] for row in c.tolist()] for reading, c in curves.items()
+    }
+    return shipped.save_record(NAME, record, directory)
+
+
 def record_gap(curves: dict[str, torch.Tensor], record: dict[str, Any] | None = None) -> float:
     """The largest ``|loss − recorded loss|`` over every seed, reading and place (``L``, ``2L``, ``4L``).
 
@@ -463,6 +488,9 @@ def _train_command(args: argparse.Namespace) -> None:
         },
     }
     print("wrote", save_models(models, tokenizer, record, args.out))
+    print(
+        "wrote", record_curves(args.out)
+    )  # the shipped (float16) models' curves, as the notebook reads them
 
 
 def _report_command(args: argparse.Namespace) -> None:
