@@ -17,7 +17,12 @@ KV cache grows by ``2 · H_kv · D`` values a token; a DeltaNet layer's state st
 variant, on an idle machine (:func:`time_decoding`): the milliseconds per generated token with 128 and with
 4,096 tokens before it, on one thread.
 
-The record (``hybrid.json``) and the float16 weights of every run ship with the package.
+A recall task beside the text (:func:`train_recall`, :func:`recall_scores`): the same four patterns, smaller,
+trained from scratch to copy a random sequence (notebook 13's induction task), and scored on copies of 8 to 32
+tokens; ``train --task recall`` runs it (about 25 minutes on one thread; no weights ship, the record keeps
+every run's losses and scores).
+
+The record (``hybrid.json``) and the float16 weights of every text run ship with the package.
 ``python -m attn_edu.experiments.hybrid train --threads 1`` trains and measures them again (about 55 minutes
 on one CPU thread; the runs are independent, so two commands with different ``--variants`` or ``--seeds`` can
 share two cores), ``... report`` prints the table.
@@ -39,7 +44,7 @@ import torch
 from attn_edu.attention import fused_attention, scaled_dot_product_attention
 from attn_edu.blocks import init_normal_
 from attn_edu.corpus import split_corpus
-from attn_edu.data import TaskBatch
+from attn_edu.data import TaskBatch, induction_task, repeated_sequences
 from attn_edu.delta_rule import GatedDeltaNet
 from attn_edu.experiments import cli, shipped
 from attn_edu.experiments import sink_variants as recipe
@@ -47,6 +52,7 @@ from attn_edu.experiments.text_gpt import random_windows
 from attn_edu.generation import new_cache
 from attn_edu.kv_sharing import SharedKVAttention
 from attn_edu.models import Llama, LlamaConfig
+from attn_edu.objectives import IGNORE_INDEX, causal_lm_loss
 from attn_edu.report import spread
 from attn_edu.train import train
 
@@ -63,8 +69,9 @@ MEMORY_AT = (128, 1024)  # tokens read before the decode memory is weighed
 TIME_AT = (128, 4096)  # tokens before the timed decode steps
 
 
-def build(variant: str, config: LlamaConfig = CONFIG) -> Llama:
-    """The decoder with ``variant``'s layer pattern, freshly initialised (normal, std 0.02, as every model here).
+def build(variant: str, config: LlamaConfig = CONFIG, delta: dict[str, int] | None = None) -> Llama:
+    """The decoder with ``variant``'s layer pattern, freshly initialised (normal, std 0.02, as every model here);
+    its DeltaNet layers take ``delta`` (default :data:`DELTA`).
 
     Example:
         >>> [type(block.attn).__name__ for block in build("hybrid").blocks]
@@ -78,7 +85,7 @@ def build(variant: str, config: LlamaConfig = CONFIG) -> Llama:
     model = Llama(config)
     for i, (block, kind) in enumerate(zip(model.blocks, pattern)):
         if kind == "L":
-            block.attn = GatedDeltaNet(config.embed_dim, **DELTA)
+            block.attn = GatedDeltaNet(config.embed_dim, **(DELTA if delta is None else delta))
         elif kind == "S":
             block.attn = SharedKVAttention(block.attn, source=model.blocks[i - 1].attn)
     return init_normal_(model)
@@ -180,6 +187,102 @@ def measure(model: Llama) -> dict[str, Any]:
     }
 
 
+# The recall task, where a fixed-size state is known to fail: n random distinct tokens, then the same n again
+# (:func:`attn_edu.data.induction_task`, n from 8 to 24 per batch). The second copy is predictable only by finding
+# each token's earlier occurrence, which an attention layer reads from its cache and a state must have kept.
+# Smaller decoders than the text runs (64 wide, heads of 16), trained from scratch on the task alone.
+RECALL_CONFIG = replace(CONFIG, vocab_size=64, embed_dim=64, head_dim=16, ffn_dim=128)
+RECALL_DELTA = {**DELTA, "k_dim": 16, "v_dim": 16}
+RECALL = {"steps": 1500, "lr": 3e-3, "batch_size": 32, "min_length": 8, "max_length": 24}
+RECALL_AT = (8, 16, 24, 32)  # copy lengths measured; 32 is longer than any trained on
+
+
+def train_recall(
+    variant: str, seed: int, *, steps: int = RECALL["steps"], progress: bool = False
+) -> tuple[Llama, list[float], float]:
+    """One run of the recall task: ``(model in eval() mode, training losses, seconds)``."""
+    torch.manual_seed(seed)  # the initial weights
+    model = build(variant, RECALL_CONFIG, RECALL_DELTA)
+    _attention_fn(model, fused_attention)
+
+    def batch(generator: torch.Generator) -> TaskBatch:
+        lengths = {k: RECALL[k] for k in ("min_length", "max_length")}
+        return induction_task(
+            RECALL["batch_size"], vocab_size=RECALL_CONFIG.vocab_size, generator=generator, **lengths
+        )
+
+    result = train(model, batch, steps=steps, lr=RECALL["lr"], seed=seed, progress=progress)
+    _attention_fn(model, scaled_dot_product_attention)
+    return model.eval(), result.losses, result.seconds
+
+
+@torch.no_grad()
+def recall_scores(model: Llama, *, count: int = 256, seed: int = 1234) -> dict[str, dict[str, float]]:
+    """Per copy length ``n`` of :data:`RECALL_AT`, on ``count`` fresh sequences: the loss on the second copy
+    (nats per token; guessing costs ``log 64 = 4.16``) and the share of its tokens predicted right (the argmax)."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = {}
+    for n in RECALL_AT:
+        batch = repeated_sequences(count, n, vocab_size=RECALL_CONFIG.vocab_size, generator=generator)
+        logits = model(batch.input_ids)
+        scored = batch.labels[:, 1:] != IGNORE_INDEX  # (B, T-1): the second copy, as causal_lm_loss shifts it
+        right = logits[:, :-1].argmax(-1) == batch.labels[:, 1:]
+        scores[str(n)] = {
+            "loss": round(causal_lm_loss(logits, batch.labels).item(), 4),
+            "accuracy": round(right[scored].float().mean().item(), 4),
+        }
+    return scores
+
+
+def recall_table(record: dict[str, Any] | None = None, what: str = "accuracy") -> str:
+    """The recall runs (default: the shipped record's): per variant and copy length, ``what`` (``"accuracy"`` or
+    ``"loss"``) on the second copy over the seeds, as median (min-max)."""
+    runs = (read_record() if record is None else record)["recall"]["runs"]
+    titles = {"accuracy": "share of the second copy predicted right", "loss": "loss on the second copy, nats"}
+    if what not in titles:
+        raise ValueError(f"what: expected 'accuracy' or 'loss', got {what!r}")
+    title = titles[what]
+    seeds = len({k.split("/")[1] for k in runs})
+    lines = [f"{title}, median (min-max) over {seeds} seeds", f"{'variant':<10} "]
+    lines[1] += " ".join(f"{f'n = {n}':>17}" for n in RECALL_AT)
+    for variant in VARIANTS:
+        keys = [k for k in runs if k.startswith(variant + "/")]
+        cells = []
+        for n in RECALL_AT:
+            values = sorted(runs[k]["scores"][str(n)][what] for k in keys)
+            cells.append(f"{values[len(values) // 2]:.2f} ({values[0]:.2f}-{values[-1]:.2f})")
+        lines.append(f"{variant:<10} " + " ".join(f"{c:>17}" for c in cells))
+    return "\n".join(lines)
+
+
+def _recall_command(args: argparse.Namespace) -> None:
+    """Train the recall runs; after each, write it into the record under ``"recall"`` (no weights ship). The record
+    is read again before each write, so commands with different ``--variants`` can share two cores."""
+    torch.set_num_threads(args.threads)
+    steps = args.steps or RECALL["steps"]
+    for variant in args.variants:
+        for seed in args.seeds:
+            model, losses, seconds = train_recall(variant, seed, steps=steps, progress=True)
+            scores = recall_scores(model)
+            print(f"recall {variant} seed {seed}: {scores} ({seconds:.0f} s)")
+            record = read_record(args.out)
+            runs = record.get("recall", {}).get("runs", {})
+            runs[f"{variant}/{seed}"] = {
+                "train_losses": [round(x, 4) for x in losses],
+                "train_seconds": round(seconds, 1),
+                "scores": scores,
+            }
+            record["recall"] = {
+                "config": asdict(RECALL_CONFIG),
+                "delta": RECALL_DELTA,
+                "recipe": {**RECALL, "steps": steps},
+                "command": "python -m attn_edu.experiments.hybrid train --task recall --threads 1",
+                "threads": torch.get_num_threads(),
+                "runs": dict(sorted(runs.items())),
+            }
+            shipped.save_record(NAME, record, args.out)
+
+
 def load(
     directory: str | Path | None = None, runs: Sequence[str] | None = None
 ) -> dict[tuple[str, int], Llama]:
@@ -194,12 +297,16 @@ def read_record(directory: str | Path | None = None) -> dict[str, Any]:
 
 
 def _train_command(args: argparse.Namespace) -> None:
+    if args.task == "recall":
+        return _recall_command(args)
     torch.set_num_threads(args.threads)
     runs: dict[str, Any] = {}
     models = {}
     for variant in args.variants:
         for seed in args.seeds:
-            model, losses, seconds = train_variant(variant, seed, steps=args.steps, progress=True)
+            model, losses, seconds = train_variant(
+                variant, seed, steps=args.steps or recipe.STEPS, progress=True
+            )
             model.half().float()  # measure the weights that ship (float16)
             runs[f"{variant}/{seed}"] = {
                 "train_losses": [round(x, 4) for x in losses],
@@ -216,7 +323,7 @@ def _train_command(args: argparse.Namespace) -> None:
         "variants": VARIANTS,
         "recipe": {
             "context": recipe.CONTEXT,
-            "steps": args.steps,
+            "steps": args.steps or recipe.STEPS,
             "batch_size": recipe.BATCH_SIZE,
             "lr": recipe.LR,
         },
@@ -266,7 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds=SEEDS,
         threads=2,
     )
-    train_parser.add_argument("--steps", type=int, default=recipe.STEPS)
+    train_parser.add_argument(
+        "--task", choices=["text", "recall"], default="text", help="recall: the copy task"
+    )
+    train_parser.add_argument("--steps", type=int, default=None, help="default: the task's recipe")
     train_parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     return cli.run(parser, argv, _train_command, _report_command)
 
@@ -283,6 +393,9 @@ __all__ = [
     "held_out_loss",
     "load",
     "measure",
+    "recall_scores",
+    "recall_table",
     "table",
+    "train_recall",
     "train_variant",
 ]
