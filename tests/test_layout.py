@@ -41,6 +41,7 @@ FLOORS = {
         "delta_rule",
         "moe",
         "flash",
+        "distributed",
         "gating",
         "differential",
         "kv_cache",

@@ -23,7 +23,7 @@ The files, by kind of figure in course order (import every name from here:
     sequences.py     plot_token_rows                                             (nb 09)
     patterns.py      plot_masks (a row of masks, or of who-depends-on-whom)      (nb 11)
     flash.py         plot_online_softmax, plot_causal_tiles, plot_attention_memory,
-                     plot_flash_dataflow                                         (nb 12)
+                     plot_flash_dataflow, plot_ring_tiles                        (nb 12)
     training.py      plot_loss_bands, moving_average (median and band over seeds)  (nb 08)
     decoding.py      plot_decode_times, plot_cache_vs_weights, plot_sampling_rules  (nb 10)
     induction.py     plot_training_loss, plot_loss_by_repeat (a model learning to copy) (nb 13)
@@ -69,6 +69,7 @@ from attn_edu.viz.flash import (
     plot_attention_memory,
     plot_causal_tiles,
     plot_flash_dataflow,
+    plot_ring_tiles,
     plot_online_softmax,
 )
 from attn_edu.viz.training import moving_average, plot_loss_bands
@@ -108,6 +109,7 @@ __all__ = [
     "plot_causal_tiles",
     "plot_attention_memory",
     "plot_flash_dataflow",
+    "plot_ring_tiles",
     "plot_loss_bands",
     "moving_average",
     "plot_decode_times",

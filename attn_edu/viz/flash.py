@@ -151,6 +151,54 @@ def plot_causal_tiles(n: int, tile: int, *, title: str | None = None) -> Figure:
     return fig
 
 
+def plot_ring_tiles(world_size: int = 4, *, title: str | None = None) -> Figure:
+    """Which rank computes each tile of causal attention under ring attention's two layouts.
+
+    The sequence is cut into ``2W`` chunks; a cell is (query chunk, key chunk), coloured by the rank that holds
+    those queries, and blank where the mask skips it. Contiguous shards (rank ``r`` holds chunks ``2r`` and
+    ``2r + 1``) give the last rank ``4W - 1`` cells and the first 3; the zigzag layout (chunks ``r`` and
+    ``2W - 1 - r``, :func:`attn_edu.distributed.shard_chunks`) gives every rank ``2W + 1``.
+
+    Example:
+        >>> fig = plot_ring_tiles(2)
+        >>> [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+        ['rank 0: 5 cells', 'rank 1: 5 cells']
+        >>> plt.close(fig)
+    """
+    import matplotlib.patches
+
+    from attn_edu.distributed import shard_chunks
+
+    check_positive_int("world_size", world_size)
+    chunks = 2 * world_size
+    colors = plt.get_cmap("tab10").colors
+    fig, axes = plt.subplots(1, 2, figsize=(9.2, 4.4), layout="constrained")
+    for ax, layout in zip(axes, ("contiguous", "zigzag")):
+        owner = {}
+        for rank, held in enumerate(shard_chunks(chunks, world_size, layout)):
+            for start, end in held:
+                owner.update({c: rank for c in range(start, end)})  # chunk c of 2W -> its rank
+        image = np.ones((chunks, chunks, 3))
+        counts = [0] * world_size
+        for i in range(chunks):
+            for j in range(i + 1):
+                image[i, j] = colors[owner[i] % len(colors)]
+                counts[owner[i]] += 1
+        ax.imshow(image)
+        ax.set(
+            title=f"{layout}",
+            xlabel="key chunk",
+            ylabel="query chunk",
+            xticks=range(chunks),
+            yticks=range(chunks),
+        )
+        handles = [matplotlib.patches.Patch(color=colors[r % len(colors)], label=f"rank {r}: {counts[r]} cells")
+                   for r in range(world_size)]  # fmt: skip
+        ax.legend(handles=handles, loc="upper right", fontsize=8)
+    fig.suptitle(title or f"causal attention over {world_size} ranks, in {chunks} chunks: who computes what")
+    return fig
+
+
 def plot_attention_memory(
     sizes: Sequence[int],
     naive_mib: Sequence[float],
