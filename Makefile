@@ -137,7 +137,7 @@ unit: setup
 # (OTHER_CPU), so this one run of the notebooks is also the proof that their stored outputs reproduce elsewhere.
 # Chromium comes from apt where this machine allows it; elsewhere these tests skip and say what to install.
 ui: setup chromium
-	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist worksteal tests/ui
+	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q -n $(UI_JOBS) --dist loadgroup tests/ui
 
 # `make test` starts the install of bubblewrap (the grader's sandbox) and Chromium in the background (apt and
 # pip then download side by side); the background job holds a lock (flock, Linux) that `chromium` waits for

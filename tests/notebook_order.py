@@ -39,3 +39,19 @@ def stored_seconds(notebook: Path) -> float:
 def longest_first(notebooks: list[Path]) -> list[Path]:
     """``notebooks`` by stored run time, longest first (ties by name, so every worker agrees)."""
     return sorted(notebooks, key=lambda path: (-round(stored_seconds(path), 1), path.name))
+
+
+def lanes(notebooks: list[Path], count: int) -> list[list[Path]]:
+    """``notebooks`` cut into ``count`` lanes of near-equal stored run time, one per worker, so that a long
+    notebook runs beside a short one, not beside another long one.
+
+    Greedy (longest first, each into the lane with the least time so far); even lanes then run longest first and
+    odd lanes shortest first. Two workers on two cores share the cores: a long notebook beside a long one would
+    take most of both, and neither's time would say what one learner waits for.
+    """
+    loads, out = [0.0] * max(1, count), [[] for _ in range(max(1, count))]
+    for notebook in longest_first(notebooks):
+        lane = loads.index(min(loads))
+        out[lane].append(notebook)
+        loads[lane] += stored_seconds(notebook)
+    return [lane if i % 2 == 0 else lane[::-1] for i, lane in enumerate(out)]

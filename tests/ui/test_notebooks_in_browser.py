@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 from stored_outputs import cpu_settings, key, output_differences, sha256
 
-from tests.notebook_order import longest_first
+from tests.notebook_order import lanes, longest_first
 
 pytestmark = pytest.mark.ui
 # Ask the page twice a second, not on every animation frame (Playwright's default): Chromium's
@@ -52,8 +52,15 @@ POLL_MS = 500
 
 # ATTN_EDU_UI_NOTEBOOKS=folder tests another folder of notebooks (read by conftest.py too).
 COURSE = Path(os.environ.get("ATTN_EDU_UI_NOTEBOOKS") or Path(__file__).resolve().parents[2] / "course")
-# Longest first (by the run time stored in each notebook), so that the workers finish together.
+# One lane of notebooks per worker (pytest-xdist's loadgroup keeps a group on one worker, in this order), of
+# near-equal stored run time, a long notebook beside a short one (tests/notebook_order.py).
 NOTEBOOKS = longest_first(sorted(COURSE.glob("*.ipynb")))
+LANES = lanes(NOTEBOOKS, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+PARAMS = [
+    pytest.param(path, marks=pytest.mark.xdist_group(f"notebooks-{i}"), id=path.stem)
+    for i, lane in enumerate(LANES)
+    for path in lane
+]
 CONTROL_KINDS = ("slider", "dropdown", "checkbox")
 OPEN_TIMEOUT_MS = 90_000  # load JupyterLab, open the notebook, start its kernel
 RUN_ALL_TIMEOUT_MS = 240_000  # every notebook runs in well under a minute on two cores
@@ -226,7 +233,7 @@ def close_notebook(page, reload_lab) -> None:  # noqa: ANN001
         reload_lab()
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+@pytest.mark.parametrize("notebook", PARAMS)
 def test_notebook_runs_and_its_widget_responds(
     notebook: Path, lab_page, reload_lab, artifacts_dir, ui_timings, ui_compared
 ):  # noqa: ANN001
