@@ -95,7 +95,7 @@ def unshard(shards: Sequence[torch.Tensor], layout: str = "contiguous") -> torch
     Example:
         >>> x = torch.arange(7.0).view(7, 1)
         >>> [shard(x, r, 3, "zigzag").flatten().tolist() for r in range(3)]
-        [[0.0, 6.0], [1.0, 2.0, 5.0], [3.0, 4.0]]
+        [[0.0, 5.0, 6.0], [1.0, 4.0], [2.0, 3.0]]
         >>> torch.equal(unshard([shard(x, r, 3, "zigzag") for r in range(3)], "zigzag"), x)
         True
     """
