@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -313,6 +314,123 @@ def generate_seq2seq(
 
         return _extend(logits_for, start.to(input_ids.device), max_new_tokens, eos_token_id,
                        temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)  # fmt: skip
+
+
+@dataclass
+class SpeculativeStats:
+    """What one :func:`speculative_generate` call did."""
+
+    rounds: int = 0  # draft-then-verify rounds
+    proposed: int = 0  # tokens the draft proposed
+    accepted: int = 0  # of those, tokens the target accepted
+    target_calls: int = 0  # forward passes of the target, the prompt's included
+    draft_calls: int = 0  # forward passes of the draft, the prompt's included
+    new_tokens: int = 0  # tokens returned after the prompt
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Share of the proposed tokens that were accepted."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Where a rejected draft token is resampled from: ``max(0, p - q)``, renormalised (Leviathan et al., 2023,
+    Algorithm 1). Drawing from it after a rejection makes the accepted-or-resampled token exactly ``p``-distributed;
+    where ``p <= q`` everywhere (so ``p == q``) nothing is ever rejected, and ``p`` itself is returned.
+
+    Shapes:
+        p, q ``(V,)``, the target's and the draft's distributions; returns ``(V,)``.
+
+    Example:
+        >>> residual_distribution(torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.6, 0.2]))
+        tensor([1., 0., 0.])
+    """
+    residual = (p - q).clamp(min=0)  # (V,)
+    total = residual.sum()
+    return residual / total if total > 0 else p
+
+
+@torch.no_grad()
+def speculative_generate(
+    target: nn.Module,
+    draft: nn.Module,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    gamma: int = 4,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    stats: SpeculativeStats | None = None,
+) -> torch.Tensor:
+    """Generate with the ``target`` model, ``draft`` guessing ``gamma`` tokens ahead that the target checks in one
+    cached forward pass (speculative decoding: Leviathan, Kalman and Matias, ICML 2023; Chen et al., 2023).
+
+    Each round the draft proposes ``x_1 .. x_gamma`` from its distributions ``q``; the target reads them all at once
+    and gives its own ``p`` at every position. Token ``x_i`` is kept with probability ``min(1, p(x_i) / q(x_i))``;
+    at the first rejection the token is drawn from :func:`residual_distribution` instead and the round ends; when
+    all are kept the target's distribution after ``x_gamma`` gives one more. Every returned token is then
+    distributed exactly as the target alone would sample it (greedy: the same tokens as
+    :func:`generate`), while the target runs once per round instead of once per token. Both caches are cut back
+    to the accepted tokens (:meth:`attn_edu.kv_cache.KVCache.crop`). ``temperature``, ``top_k`` and ``top_p``
+    shape both models' distributions, as :func:`next_token_probs` does. ``stats`` (a :class:`SpeculativeStats`)
+    receives the counts. One sequence at a time.
+
+    Shapes:
+        input_ids ``(1, T)``; returns ``(1, T + max_new_tokens)``.
+    """
+    _check_ids("input_ids", input_ids)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_positive_int("gamma", gamma)
+    if input_ids.shape[0] != 1:
+        raise ValueError(
+            f"input_ids: speculative decoding here runs one sequence, shape (1, T); got {tuple(input_ids.shape)}"
+        )
+    stats = SpeculativeStats() if stats is None else stats
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    caches = {"target": new_cache(target), "draft": new_cache(draft)}
+
+    def draw(probs: torch.Tensor) -> torch.Tensor:  # (V,) -> () a token id
+        return probs.argmax() if temperature == 0 else torch.multinomial(probs, 1, generator=generator)[0]
+
+    ids, start = input_ids, input_ids.shape[1]
+    with _eval_mode(target), _eval_mode(draft):
+        while ids.shape[1] < start + max_new_tokens:
+            g = min(gamma, start + max_new_tokens - ids.shape[1])
+            proposals, q = [], []  # g token ids, g distributions (V,)
+            new = ids[:, caches["draft"].seq_len :]  # what the draft has not read yet: 1 or 2 tokens
+            for _ in range(g):
+                q.append(next_token_probs(draft(new, kv_cache=caches["draft"])[0, -1], **sampling))  # (V,)
+                proposals.append(draw(q[-1]))
+                new = proposals[-1].view(1, 1)
+            stats.draft_calls += g
+            read = ids.shape[1] - caches["target"].seq_len  # tokens of ids the target has not read
+            block = torch.cat([ids[:, caches["target"].seq_len :], torch.stack(proposals).view(1, g)], dim=1)
+            p = next_token_probs(
+                target(block, kv_cache=caches["target"])[0, read - 1 :], **sampling
+            )  # (g+1, V)
+            stats.target_calls += 1
+            kept = 0
+            for i, token in enumerate(proposals):
+                if temperature == 0:
+                    keep = bool(p[i].argmax() == token)
+                else:
+                    ratio = (p[i, token] / q[i][token]).clamp(max=1.0)
+                    keep = bool(torch.rand((), generator=generator) < ratio)
+                if not keep:
+                    break
+                kept += 1
+            last = draw(p[g]) if kept == g else draw(residual_distribution(p[kept], q[kept]))
+            ids = torch.cat([ids, torch.stack([*proposals[:kept], last]).view(1, -1).to(ids.dtype)], dim=1)
+            caches["target"].crop(ids.shape[1] - 1)  # keep what precedes the newest token
+            caches["draft"].crop(min(caches["draft"].seq_len, ids.shape[1] - 1))
+            stats.rounds += 1
+            stats.proposed += g
+            stats.accepted += kept
+    ids = ids[:, : start + max_new_tokens]  # a round that kept every guess may add one token more
+    stats.new_tokens = ids.shape[1] - start
+    return ids
 
 
 def _check_ids(name: str, ids: torch.Tensor) -> None:

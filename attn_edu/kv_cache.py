@@ -114,6 +114,14 @@ class KVCacheLayer:
         """Bytes held by the stored tensors (the whole buffer when ``max_len`` is set)."""
         return _nbytes(self.k, self.v)
 
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` tokens and forget the rest (the rejected guesses of speculative decoding)."""
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._seq_len:
+            raise ValueError(f"length: expected an int from 0 to seq_len = {self._seq_len}, got {length!r}")
+        if self.max_len is None and self.k is not None and self.v is not None:
+            self.k, self.v = self.k[:, :, :length], self.v[:, :, :length]  # (B, H_kv, length, D)
+        self._seq_len = length  # a reserved buffer keeps its rows; the next update overwrites them
+
     def reset(self) -> None:
         """Forget every stored token."""
         self.k = self.v = None
@@ -385,6 +393,18 @@ class KVCache:
     def nbytes(self) -> int:
         """Bytes held by all layers' key and value tensors (cross-attention ones included)."""
         return sum(layer.nbytes() for layer in [*self.layers, *self.cross_layers])
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` tokens of every layer (:meth:`KVCacheLayer.crop`). A rolling, streaming or
+        recurrent layer has already forgotten or merged what came before, so it cannot be cropped."""
+        for i, layer in enumerate(self.layers):
+            if not isinstance(layer, KVCacheLayer):
+                raise ValueError(
+                    f"crop: layer {i} is a {type(layer).__name__}, which keeps no per-token history to cut back; "
+                    "only a full cache (KVCacheLayer) can be cropped"
+                )
+        for layer in self.layers:
+            layer.crop(length)
 
     def reset(self) -> None:
         """Forget every stored token in every layer."""
