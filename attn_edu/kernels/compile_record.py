@@ -83,18 +83,44 @@ def recorded_rows(variants: Sequence[Any], path: Path = RECORD) -> list[dict[str
     return [rows[name] for name in wanted]
 
 
-def recorded_results(variants: Sequence[Any], path: Path = RECORD) -> list[Any] | None:
-    """:func:`recorded_rows` as the report's results (:class:`attn_edu.kernels.compile_report.Compiled`, marked
-    ``cached``, 0 seconds), or ``None`` where :func:`recorded_rows` gives ``None``."""
-    rows = recorded_rows(variants, path)
-    if rows is None:
+def recorded_table(
+    kernels: Sequence[str], dtypes: Sequence[str], head_dim: int, causal: bool, path: Path = RECORD
+) -> list[Any] | None:
+    """The record's results for ``kernels`` x ``dtypes`` at ``head_dim`` (non-causal, or causal, kernels; the δ
+    kernel has no mask), A100 rows first, as :func:`attn_edu.kernels.compile_report.table` prints them; ``None``
+    while the record does not match these sources and this Triton. Needs no GPU build of Triton: a process
+    whose Triton runs the interpreter (notebook 12) reads its figures here."""
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text(encoding="utf-8"))
+    if document.get("fingerprint") != fingerprint():
         return None
     import dataclasses
+    from types import SimpleNamespace
 
     from attn_edu.kernels.compile_report import Compiled
 
     figures = {f.name for f in dataclasses.fields(Compiled)} - {"variant", "target", "seconds", "cached"}
+    rows = [
+        row
+        for row in document["rows"]
+        if row["kernel"] in kernels
+        and row["dtype"] in dtypes
+        and row["D"] == head_dim
+        and row["causal"] in (causal, None)
+    ]
+    rows.sort(key=lambda r: (r["target"], dtypes.index(r["dtype"]), kernels.index(r["kernel"])))
+    if not rows:
+        return None
     return [
-        Compiled(variant, variant.target, 0.0, cached=True, **{k: v for k, v in row.items() if k in figures})
-        for variant, row in zip(variants, rows)
+        Compiled(
+            SimpleNamespace(
+                kernel=r["kernel"], dtype=r["dtype"], head_dim=r["D"], causal=r["causal"], config=r["config"]
+            ),
+            int(r["target"].removeprefix("sm_")),
+            0.0,
+            cached=True,
+            **{k: v for k, v in r.items() if k in figures},
+        )  # fmt: skip
+        for r in rows
     ]

@@ -541,7 +541,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--record", action="store_true", help="store the figures beside the kernels (compile_record)"
     )
-    parser.add_argument("--reuse-record", action="store_true", help="read them from there while it matches")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error(
@@ -554,19 +553,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = capture(args.kernels, args.dtypes, args.head_dims, args.targets)
     if args.causal != "both":  # (preprocess has no causal switch: it stays)
         variants = [v for v in variants if v.causal in (None, args.causal == "yes")]
-    from attn_edu.kernels import compile_record
-
-    recorded = compile_record.recorded_results(variants) if args.reuse_record and not args.ptx_dir else None
-    results = recorded or compile_all(variants, jobs=args.jobs, ptx_dir=args.ptx_dir)
+    results = compile_all(variants, jobs=args.jobs, ptx_dir=args.ptx_dir)
     seconds = time.perf_counter() - start
     import triton
 
-    done = (f"read from {compile_record.RECORD.name} (the same kernels and Triton compiled by `make kernel-report`)"
-            if recorded else f"compiled ahead of time in {seconds:.1f} s (no GPU needed; "
-            f"{sum(r.cached for r in results)} from Triton's cache)")  # fmt: skip
-    print(
-        f"Triton {triton.__version__}: {len(variants)} kernel variants for {len(args.targets)} targets, {done}\n"
-    )
+    reused = sum(r.cached for r in results)
+    print(f"Triton {triton.__version__}: {len(variants)} kernel variants for {len(args.targets)} targets, "
+          f"compiled ahead of time in {seconds:.1f} s (no GPU needed; {reused} from Triton's cache)\n")  # fmt: skip
     print(table(results))
     rows = roofline()
     print("\nRoofline, bf16, D = 128, FlashAttention-2's shapes (16k tokens per batch, 16 heads):\n")
@@ -585,6 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{len(failures)} variant(s) failed to compile", file=sys.stderr)
         return 1
     if args.record:
+        from attn_edu.kernels import compile_record
+
         print(f"wrote {compile_record.write([r.row() for r in results])}")
     return 0
 
