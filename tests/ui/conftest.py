@@ -269,6 +269,21 @@ def ui_compared(artifacts_dir: Path) -> Iterator[dict[str, str]]:
     _save_part("compared", compared)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With two or more workers, the site and exercise tests run first in lane 0 (test_notebooks_in_browser.py),
+    beside the shortest notebooks of lane 1, which runs shortest first; lane 0's notebooks follow, longest first."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+        return
+    others = [
+        item
+        for item in items
+        if item.fspath.basename in ("test_site_in_browser.py", "test_exercise_in_browser.py")
+    ]
+    for item in others:
+        item.add_marker(pytest.mark.xdist_group("notebooks-0"))
+    items[:] = others + [item for item in items if item not in others]
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller (or the only process)
         for part in _parts("timings") + _parts("compared"):

@@ -52,10 +52,13 @@ POLL_MS = 500
 
 # ATTN_EDU_UI_NOTEBOOKS=folder tests another folder of notebooks (read by conftest.py too).
 COURSE = Path(os.environ.get("ATTN_EDU_UI_NOTEBOOKS") or Path(__file__).resolve().parents[2] / "course")
+# The site and the exercise tests run first in lane 0 (tests/ui/conftest.py), for about this many seconds of a
+# notebook's stored run time: the site build is the heaviest of them.
+OTHER_TESTS_S = 15.0
 # One lane of notebooks per worker (pytest-xdist's loadgroup keeps a group on one worker, in this order), of
 # near-equal stored run time, a long notebook beside a short one (tests/notebook_order.py).
 NOTEBOOKS = longest_first(sorted(COURSE.glob("*.ipynb")))
-LANES = lanes(NOTEBOOKS, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+LANES = lanes(NOTEBOOKS, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), head_start=OTHER_TESTS_S)
 PARAMS = [
     pytest.param(path, marks=pytest.mark.xdist_group(f"notebooks-{i}"), id=path.stem)
     for i, lane in enumerate(LANES)
