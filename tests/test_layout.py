@@ -45,6 +45,7 @@ FLOORS = {
         "gating",
         "differential",
         "kv_cache",
+        "kv_quant",
         "kv_sharing",
     ],
     "architectures": [
