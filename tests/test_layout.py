@@ -46,6 +46,7 @@ FLOORS = {
         "differential",
         "kv_cache",
         "kv_quant",
+        "paged_kv",
         "kv_sharing",
     ],
     "architectures": [
