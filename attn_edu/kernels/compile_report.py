@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_edu.hardware import GPUS
+from attn_edu.kernels.compile_record import ptx_summary
 
 # Per-SM limits, SM counts and peaks: attn_edu.hardware (cited there).
 REGISTERS_PER_SM = 65536
@@ -112,6 +113,7 @@ class Compiled:
     error: str = ""
     occupancy: dict[str, dict[str, Any]] = field(default_factory=dict)
     cached: bool = False  # taken from Triton's cache (compiled by an earlier run), not compiled now
+    ptx: dict[str, Any] = field(default_factory=dict)  # compile_record.ptx_summary of its PTX
 
     def row(self) -> dict[str, Any]:
         v = self.variant
@@ -122,7 +124,7 @@ class Compiled:
             "static_shared": self.static_shared,
             "dynamic_shared": self.dynamic_shared, "mma_sync": self.mma_sync, "wgmma": self.wgmma,
             "cp_async": self.cp_async, "tma": self.tma, "occupancy": self.occupancy,
-            "seconds": round(self.seconds, 2), "cached": self.cached, "error": self.error,
+            "seconds": round(self.seconds, 2), "cached": self.cached, "error": self.error, "ptx": self.ptx,
         }  # fmt: skip
 
 
@@ -377,6 +379,7 @@ def compile_variant(variant: Variant, ptx_dir: str | None = None) -> Compiled:
         }.items():
             setattr(result, name, value)
         result.dynamic_shared = int(compiled.metadata.shared)
+        result.ptx = ptx_summary(compiled.asm["ptx"])
         shared = max(result.dynamic_shared, result.static_shared)
         result.occupancy = {
             gpu: occupancy(result.registers, shared, variant.num_warps, gpu)
