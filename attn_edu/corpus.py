@@ -82,6 +82,28 @@ def split_corpus(text: str | None = None) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
+def held_out_windows(
+    tokenizer: CharTokenizer, count: int, length: int, text: str | None = None
+) -> torch.Tensor:
+    """``count`` windows of ``length`` characters of the validation split, evenly spaced through it: the prompts
+    and texts that the decoding benchmarks (speculative decoding, the quantised cache) read.
+
+    Shapes:
+        returns ``(count, length)`` int64.
+
+    Example:
+        >>> held_out_windows(CharTokenizer("ab"), 2, 3, "ab" * 100).tolist()
+        [[1, 2, 1], [1, 2, 1]]
+    """
+    ids = tokenizer.encode(split_corpus(text)[1])  # (M,)
+    if not 0 < length <= len(ids) or count < 1:
+        raise ValueError(
+            f"count, length: expected count >= 1 windows of 1 to {len(ids)} characters, got {count}, {length}"
+        )
+    step = (len(ids) - length) // count
+    return torch.stack([ids[i * step : i * step + length] for i in range(count)])
+
+
 # --- the tokenizer --------------------------------------------------------------------------------
 
 

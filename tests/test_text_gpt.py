@@ -44,9 +44,9 @@ def same_corpus(text: str) -> bool:
     return corpus_sha256(text) == read_record()["corpus_sha256"]
 
 
-@pytest.fixture(scope="module", params=["text_gpt", "text_llama"])
+@pytest.fixture(scope="module", params=["text_gpt", "text_llama", "text_gpt_draft"])
 def name(request: pytest.FixtureRequest) -> str:
-    """Each committed model: the GPT and the sliding-window Llama."""
+    """Each committed model: the GPT, the sliding-window Llama and the GPT's one-block draft."""
     return request.param
 
 
@@ -91,6 +91,17 @@ def test_committed_files_are_small_and_tied_embeddings_survive_loading(name: str
     assert model.lm_head.weight is model.token_embedding.weight
     assert model.config.vocab_size == tokenizer.vocab_size
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_the_draft_shares_the_target_tokenizer_at_under_a_tenth_of_its_weights() -> None:
+    """Speculative decoding compares the two models' distributions token by token: same vocabulary, same ids."""
+    target, target_tokenizer = load_text_gpt()
+    draft, draft_tokenizer = load_text_gpt(name="text_gpt_draft")
+    assert draft_tokenizer.chars == target_tokenizer.chars
+    assert draft.config.max_seq_len == target.config.max_seq_len
+    sizes = [sum(p.numel() for p in m.parameters()) for m in (draft, target)]
+    assert sizes[0] * 10 < sizes[1], sizes
+    assert read_record(name="text_gpt_draft")["validation_loss"] > read_record()["validation_loss"]
 
 
 def test_the_sliding_window_model_writes_far_past_its_window_with_a_constant_cache() -> None:

@@ -18,6 +18,10 @@ key/value heads) with Mistral's **sliding window** of 128 characters, trained on
 position table bounds it, and its rolling KV cache holds 128 characters per layer however long it
 writes, so it can generate a thousand characters (``attn_edu.bench kv_cache --model text``).
 
+A third, ``text_gpt_draft`` (``--model draft --steps 3000``), is the GPT shrunk to one block of width 64 with the
+same tokenizer: the draft that guesses ahead for the GPT in speculative decoding (validation loss 1.457 nats/char;
+``python -m attn_edu.bench speculative`` measures the pair).
+
 Shapes:
     encoded text ``(N,)``; training windows ``(B, T)``; logits ``(B, T, V)``.
 """
@@ -64,8 +68,13 @@ LLAMA_CONFIG = LlamaConfig(
     tie_embeddings=True, sliding_window=128,
 )  # fmt: skip
 LLAMA_CONTEXT, LLAMA_BATCH_SIZE = 256, 16
+# The draft for speculative decoding (notebook 10): one block of width 64 (0.065 M parameters against the
+# GPT's 0.82 M), the same tokenizer and context, trained on the same windows (3,000 steps); float16 weights.
+DRAFT_CONFIG = GPTConfig(
+    vocab_size=104, max_seq_len=128, embed_dim=64, num_layers=1, num_heads=2, ffn_dim=256
+)
 TextModel = GPT | Llama
-MODELS = {"gpt": "text_gpt", "llama": "text_llama"}  # --model: the files' stem in attn_edu/weights/
+MODELS = {"gpt": "text_gpt", "llama": "text_llama", "draft": "text_gpt_draft"}  # --model: the files' stem
 
 
 # --- the validation loss --------------------------------------------------------------------------
@@ -243,15 +252,17 @@ def save_text_gpt(
     out: str | Path,
     *,
     name: str = "text_gpt",
+    half: bool = False,
 ) -> Path:
-    """Write ``NAME.safetensors`` (the weights) and ``NAME.json`` (architecture, config, tokenizer, record).
+    """Write ``NAME.safetensors`` (the weights, in float16 when ``half``) and ``NAME.json`` (architecture, config,
+    tokenizer, record).
 
     With tied embeddings the output matrix *is* the token embedding, so only the embedding is
     stored (:mod:`attn_edu.experiments.shipped`); :func:`load_text_gpt` ties them again.
     """
     architecture = "llama" if isinstance(model, Llama) else "gpt"
     data = {"architecture": architecture, "config": asdict(model.config), "tokenizer": tokenizer.to_dict()}
-    shipped.save(_stem(name), {"": model}, data | record, out)
+    shipped.save(_stem(name), {"": model}, data | record, out, half=half)
     return Path(out)
 
 
@@ -265,7 +276,8 @@ def load_text_gpt(
 ) -> tuple[TextModel, CharTokenizer]:
     """A trained model (in ``eval()`` mode, float32) and its tokenizer, from the package's data.
 
-    ``name="text_gpt"`` is the GPT; ``name="text_llama"`` the sliding-window Llama.
+    ``name="text_gpt"`` is the GPT; ``name="text_llama"`` the sliding-window Llama; ``name="text_gpt_draft"``
+    the one-block GPT that drafts for it in speculative decoding.
 
     Example:
         >>> model, tok = load_text_gpt()
@@ -318,12 +330,13 @@ def _train_command(args: argparse.Namespace) -> None:
     text = corpus()
     llama = args.model == "llama"
     config, context, batch_size = (LLAMA_CONFIG, LLAMA_CONTEXT, LLAMA_BATCH_SIZE) if llama else (None, None, DEFAULT_BATCH_SIZE)  # fmt: skip
+    config = DRAFT_CONFIG if args.model == "draft" else config
     model, tokenizer, result = train_text_gpt(
         config, context=context, steps=args.steps, batch_size=batch_size, seed=args.seed, text=text
     )
     val = validation_loss(model, tokenizer, text, context=context)
     base = baselines(tokenizer, text)
-    flag = " --model llama" if llama else ""
+    flag = "" if args.model == "gpt" else f" --model {args.model}"
     record = {
         "command": f"python -m attn_edu.experiments.text_gpt train{flag} --steps {args.steps} --seed {args.seed}",
         "seed": args.seed,
@@ -341,7 +354,9 @@ def _train_command(args: argparse.Namespace) -> None:
         "torch": torch.__version__,
     }
     name = MODELS[args.model]
-    save_text_gpt(model, tokenizer, record, args.out or shipped.weights_folder(), name=name)
+    save_text_gpt(
+        model, tokenizer, record, args.out or shipped.weights_folder(), name=name, half=args.model == "draft"
+    )
     files = " and ".join(str(path) for path in _paths(args.out, name))
     print(f"trained {args.steps} steps in {result.seconds:.0f} s; wrote {files}")
     _print_losses({"model": val, **base})
@@ -370,8 +385,8 @@ def _model_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m attn_edu.experiments.text_gpt train [--model gpt|llama] [--steps N] [--seed S] [--out DIR]``
-    or ``... report [--model gpt|llama] [--dir DIR]``."""
+    """``python -m attn_edu.experiments.text_gpt train [--model gpt|llama|draft] [--steps N] [--seed S] [--out DIR]``
+    or ``... report [--model gpt|llama|draft] [--dir DIR]``."""
     parser, train_parser = cli.command_parser(
         "text_gpt",
         __doc__,
