@@ -13,7 +13,6 @@ from typing import Any
 
 import matplotlib.pyplot as plt  # noqa: F401 (the doctests close their figures)
 import numpy as np
-import seaborn as sns
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -112,6 +111,8 @@ def plot_curves(
             ax.plot(xs, y, label=name, **style)
         else:  # runs: one long table of (x, y) points, aggregated at each x
             runs = y.shape[0]
+            import seaborn as sns  # here, not at the top: importing it (and pandas) takes half a second
+
             sns.lineplot(x=np.tile(xs, runs), y=y.reshape(-1), estimator="median", errorbar=("pi", 100),
                          label=name, legend=False, ax=ax, **style)  # fmt: skip
     # Scales are set after drawing, so the median of the runs is taken in data space.
@@ -295,6 +296,8 @@ def plot_histograms(
     high = max(float(v.max()) for v in data.values())
     edges = np.linspace(low, high if high > low else low + 1.0, bins + 1)  # shared bins: comparable bars
     fig, ax = new_axes(ax, (5.5, 3.5))
+    import seaborn as sns  # here, not at the top: importing it (and pandas) takes half a second
+
     for name, values in data.items():
         sns.histplot(x=values, bins=edges, stat="count", alpha=0.55, label=name, ax=ax)
     if logy:
