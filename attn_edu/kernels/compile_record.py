@@ -39,21 +39,24 @@ LOG2E = "0f3FB8AA3B"  # log2(e) as PTX writes a float32 constant: exp(x) becomes
 
 
 def ptx_summary(ptx: str) -> dict[str, Any]:
-    """What notebook 12 reads of a kernel's PTX without compiling it: the number of lines, the ``ex2.approx``
+    """What notebook 12 reads of a kernel's PTX without compiling it: the number of instructions (lines ending in
+    ``;`` that are not directives: the line count itself moves with the paths in the debug sections), the ``ex2.approx``
     instructions and the multiplications by log2(e) (the exponentials), and five lines around the first
     tensor-core product (``wgmma.mma_async`` on an H100, ``mma.sync`` on an A100), or none.
 
     Example:
         >>> ptx = ["mov.f32 %f1, 0f3FB8AA3B;", "mul.f32 %f2, %f1, 0f3FB8AA3B;", "ex2.approx.f32 %f3, %f2;"]
         >>> summary = ptx_summary(chr(10).join(ptx))
-        >>> summary["lines"], summary["ex2"], summary["log2e_mul"], summary["excerpt"]
+        >>> summary["instructions"], summary["ex2"], summary["log2e_mul"], summary["excerpt"]
         (3, 1, 1, [])
     """
     lines = ptx.splitlines()
     first = next((i for i, line in enumerate(lines) if "wgmma.mma_async" in line or "mma.sync" in line), None)
     excerpt = [] if first is None else [line.strip() for line in lines[max(0, first - 2) : first + 3]]
     return {
-        "lines": len(lines),
+        "instructions": sum(
+            line.strip().endswith(";") and not line.strip().startswith((".", "//")) for line in lines
+        ),
         "ex2": sum("ex2.approx" in line for line in lines),
         "log2e_mul": sum(line.strip().startswith("mul") and LOG2E in line for line in lines),
         "excerpt": excerpt,
