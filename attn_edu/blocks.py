@@ -24,6 +24,7 @@ Shapes:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -162,6 +163,8 @@ class SwiGLUFeedForward(nn.Module):
     One projection (``gate_proj``, W) decides, per hidden unit, how much of the other (``up_proj``,
     V) passes. With three matrices instead of two, Llama shrinks the hidden width to about
     ``2/3 · 4 C`` to keep the parameter count of a ``4 C`` ReLU FFN. No biases, as in Llama.
+    ``unit(x W, x V)`` replaces ``Swish(x W) ⊙ x V`` when given: gpt-oss's experts use
+    :class:`attn_edu.moe.ClampedSwiGLU` (and biases, ``bias=True``).
 
     Shapes:
         x ``(B, T, C)``; returns ``(B, T, C)``.
@@ -171,17 +174,27 @@ class SwiGLUFeedForward(nn.Module):
         torch.Size([2, 3, 8])
     """
 
-    def __init__(self, dim: int, hidden: int, *, bias: bool = False) -> None:
+    def __init__(
+        self, dim: int, hidden: int, *, bias: bool = False, unit: Callable[..., torch.Tensor] | None = None
+    ) -> None:
         super().__init__()
         check_positive_int("dim", dim)
         check_positive_int("hidden", hidden)
+        if unit is not None and not callable(unit):
+            raise ValueError(f"unit: expected None or a function of (gate, up), got {unit!r}")
         self.gate_proj = nn.Linear(dim, hidden, bias=bias)  # W
         self.up_proj = nn.Linear(dim, hidden, bias=bias)  # V
         self.down_proj = nn.Linear(hidden, dim, bias=bias)  # W_2
+        self.unit = unit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.unit is not None:  # e.g. gpt-oss's clamped unit
+            return self.down_proj(self.unit(self.gate_proj(x), self.up_proj(x)))  # (B, T, C)
         gate = nn.functional.silu(self.gate_proj(x))  # (B, T, hidden); Swish_1 = SiLU
         return self.down_proj(gate * self.up_proj(x))  # (B, T, C)
+
+    def extra_repr(self) -> str:
+        return "" if self.unit is None else f"unit={self.unit}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -301,6 +314,9 @@ class PreNormDecoderBlock(nn.Module):
     As :class:`PreNormEncoderBlock`, but each token sees only itself and earlier tokens
     (``is_causal=True``, bottom-right aligned, so it stays right with a KV cache). ``kv_cache`` is
     one layer's cache (:class:`attn_edu.kv_cache.KVCacheLayer`); ``mask`` may add e.g. padding.
+    ``ffn`` may be a mixture of experts (:class:`attn_edu.moe.MoEFeedForward`, gpt-oss), which returns
+    ``(out, routing_stats)``: the block adds ``out`` and leaves the statistics (call the layer itself to
+    read them).
 
     Shapes:
         x ``(B, T, C)``; mask broadcastable to ``(B, H, T, S)`` with ``S`` = cached + new tokens;
@@ -344,7 +360,9 @@ class PreNormDecoderBlock(nn.Module):
             self.attn_norm(x), mask=mask, is_causal=True, score_bias=score_bias, kv_cache=kv_cache
         )  # (B, T, C)
         x = _add(x, self.dropout(h), self.residual)  # (B, T, C)
-        h = self.ffn(self.ffn_norm(x))  # (B, T, C)
+        h = self.ffn(self.ffn_norm(x))  # (B, T, C), or (that, RoutingStats) from a mixture of experts
+        if isinstance(h, tuple):
+            h = h[0]  # (B, T, C)
         return _add(x, self.dropout(h), self.residual)  # (B, T, C)
 
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape, check_tensor
 from attn_edu.delta_rule import DeltaStateLayer, GatedDeltaNet
-from attn_edu.kv_cache import KVCache
+from attn_edu.kv_cache import KVCache, KVCacheLayer, RollingKVCacheLayer
 from attn_edu.multihead import MultiHeadAttention
 
 
@@ -198,7 +198,10 @@ def new_cache(model: nn.Module) -> KVCache:
     """The decode memory ``model`` needs: a :class:`attn_edu.kv_cache.KVCache` layer per attention layer (rolling,
     for a model whose ``config.sliding_window`` is set), and a fixed-size
     :class:`attn_edu.delta_rule.DeltaStateLayer` for each layer whose ``blocks[i].attn`` is a
-    :class:`attn_edu.delta_rule.GatedDeltaNet` (a hybrid such as Qwen3-Next's).
+    :class:`attn_edu.delta_rule.GatedDeltaNet` (a hybrid such as Qwen3-Next's). Where a layer's own
+    :class:`attn_edu.multihead.MultiHeadAttention` has another ``window`` than the config's (gpt-oss alternates
+    sliding and full layers), that layer gets the cache its window needs: rolling of that many slots, or a
+    full one for ``window=None``.
 
     Example:
         >>> from attn_edu.models import Llama, LlamaConfig
@@ -210,8 +213,11 @@ def new_cache(model: nn.Module) -> KVCache:
     window = getattr(getattr(model, "config", None), "sliding_window", None)  # Mistral-like models
     cache = KVCache(count_layers(model), window=window)
     for i, block in enumerate(getattr(model, "blocks", ())):
-        if isinstance(getattr(block, "attn", None), GatedDeltaNet):
+        attn = getattr(block, "attn", None)
+        if isinstance(attn, GatedDeltaNet):
             cache.layers[i] = DeltaStateLayer()
+        elif isinstance(attn, MultiHeadAttention) and attn.window != window:  # a window per layer
+            cache.layers[i] = KVCacheLayer() if attn.window is None else RollingKVCacheLayer(attn.window)
     return cache
 
 

@@ -14,6 +14,10 @@ Details that need care, model by model:
   MLM decoder's bias lives in ``cls.predictions.bias``.
 - **Llama**: only the default RoPE (no ``rope_scaling``), no biases; ``head_dim`` may differ from
   ``hidden / heads`` (as in Gemma or Qwen3-style configs).
+- **gpt-oss**: every expert's gate and up projections are fused in one ``gate_up_proj`` ``(E, C, 2F)``
+  with the gate in the even columns and the up projection in the odd ones (interleaved, not halves),
+  stored ``(in, out)`` like GPT-2's ``Conv1D``; ``down_proj`` is ``(E, F, C)``. The sinks are the
+  attention's ``sinks``; RoPE is YaRN with ``truncate=False``.
 - **T5**: the relative-bias table sits in the first layer of each stack; the ``C^-0.5`` output rescale
   applies when the checkpoint ties its embeddings (``scale_decoder_outputs`` in transformers 5,
   ``tie_word_embeddings`` before); only the ReLU FFN (original T5, not v1.1's gated GELU); ``d_kv``
@@ -38,8 +42,10 @@ from torch import nn
 from attn_edu.mla import MultiHeadLatentAttention
 from attn_edu.models.bert import BERT, BertConfig, BertMLM
 from attn_edu.models.gpt import GPT, GPTConfig
+from attn_edu.models.gpt_oss import GptOss, GptOssConfig
 from attn_edu.models.llama import Llama, LlamaConfig
 from attn_edu.models.t5 import T5, T5Config
+from attn_edu.rope_scaling import RopeScaling
 
 StateDict = dict[str, torch.Tensor]
 
@@ -267,6 +273,104 @@ def llama_from_hf(model: Any) -> Llama:
         state |= _linear(f"{p}.ffn.up_proj", mlp.up_proj.weight)
         state |= _linear(f"{p}.ffn.down_proj", mlp.down_proj.weight)
     return _load(Llama(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# gpt-oss
+# ---------------------------------------------------------------------------------------------------
+
+
+def _rope_from_hf(config: Any) -> tuple[float, RopeScaling | None]:
+    """RoPE's base and scaling from transformers 5's ``rope_parameters``: the default rotation, or YaRN."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    rope_type = params.get("rope_type", "default")
+    base = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+    _require(
+        rope_type in ("default", "yarn"), f"only the default RoPE and YaRN are supported, got {rope_type!r}"
+    )
+    _require(params.get("partial_rotary_factor", 1.0) == 1.0, "partial RoPE is not supported")
+    if rope_type == "default":
+        return base, None
+    _require(
+        not (params.get("mscale") and params.get("mscale_all_dim")),
+        "YaRN with DeepSeek's mscale and mscale_all_dim is not supported",
+    )
+    _require(params.get("factor") is not None, "YaRN needs rope_parameters['factor']")
+    return base, RopeScaling(
+        "yarn",
+        float(params["factor"]),
+        original_max_positions=int(params["original_max_position_embeddings"]),
+        beta_fast=float(params.get("beta_fast") or 32.0),  # transformers: a missing or 0 value means 32
+        beta_slow=float(params.get("beta_slow") or 1.0),
+        truncate=bool(params.get("truncate", True)),
+        attention_factor=params.get("attention_factor"),
+    )
+
+
+def gpt_oss_config_from_hf(config: Any) -> GptOssConfig:
+    """Our :class:`GptOssConfig` from a ``transformers.GptOssConfig``."""
+    _require(config.attention_bias, "GptOss.from_hf expects gpt-oss's attention biases (attention_bias=True)")
+    rope_base, rope_scaling = _rope_from_hf(config)
+    return GptOssConfig(
+        vocab_size=config.vocab_size,
+        embed_dim=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
+        head_dim=getattr(config, "head_dim", None),
+        num_experts=config.num_local_experts,
+        experts_per_token=config.num_experts_per_tok,
+        ffn_dim=config.intermediate_size,
+        swiglu_limit=float(config.swiglu_limit),
+        swiglu_alpha=float(config.swiglu_alpha),
+        norm_eps=config.rms_norm_eps,
+        rope_base=rope_base,
+        rope_scaling=rope_scaling,
+        sliding_window=config.sliding_window,
+        layer_types=tuple(config.layer_types),
+        tie_embeddings=bool(config.tie_word_embeddings),
+    )
+
+
+def _gpt_oss_experts(prefix: str, experts: Any) -> StateDict:
+    """One layer's experts: cut the interleaved ``gate_up_proj`` into our ``gate_proj`` and ``up_proj``."""
+    state: StateDict = {}
+    for e in range(experts.gate_up_proj.shape[0]):
+        fused, fused_bias = experts.gate_up_proj[e], experts.gate_up_proj_bias[e]  # (C, 2F), (2F,)
+        p = f"{prefix}.{e}"
+        # Stored (in, out): transpose to nn.Linear's (out, in). Gates in even columns, ups in odd ones.
+        state |= _linear(f"{p}.gate_proj", fused[:, ::2].T, fused_bias[::2])  # (F, C), (F,)
+        state |= _linear(f"{p}.up_proj", fused[:, 1::2].T, fused_bias[1::2])  # (F, C), (F,)
+        state |= _linear(f"{p}.down_proj", experts.down_proj[e].T, experts.down_proj_bias[e])  # (C, F), (C,)
+    return state
+
+
+def gpt_oss_from_hf(model: Any) -> GptOss:
+    """A :class:`GptOss` with the weights of ``GptOssForCausalLM``."""
+    _require(
+        hasattr(model, "lm_head") and hasattr(getattr(model, "config", None), "num_local_experts"),
+        "GptOss.from_hf expects a GptOssForCausalLM (its config has num_local_experts)",
+    )
+    config = gpt_oss_config_from_hf(model.config)
+    base = model.model
+    state: StateDict = {
+        "token_embedding.weight": base.embed_tokens.weight,
+        "final_norm.weight": base.norm.weight,
+        "lm_head.weight": model.lm_head.weight,
+    }
+    for i, layer in enumerate(base.layers):
+        p = f"blocks.{i}"
+        attn, mlp = layer.self_attn, layer.mlp
+        state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
+        state |= _linear(f"{p}.attn.q_proj", attn.q_proj.weight, attn.q_proj.bias)
+        state |= _linear(f"{p}.attn.k_proj", attn.k_proj.weight, attn.k_proj.bias)
+        state |= _linear(f"{p}.attn.v_proj", attn.v_proj.weight, attn.v_proj.bias)
+        state |= _linear(f"{p}.attn.out_proj", attn.o_proj.weight, attn.o_proj.bias)
+        state[f"{p}.attn.attention_fn.sinks"] = attn.sinks  # (H,)
+        state |= _norm(f"{p}.ffn_norm", layer.post_attention_layernorm)
+        state |= _linear(f"{p}.ffn.router.gate", mlp.router.weight, mlp.router.bias)  # (E, C), (E,)
+        state |= _gpt_oss_experts(f"{p}.ffn.experts", mlp.experts)
+    return _load(GptOss(config), state, model)
 
 
 # ---------------------------------------------------------------------------------------------------

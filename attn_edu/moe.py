@@ -7,6 +7,8 @@ experts for each token and only the top ``k`` run (Shazeer et al. 2017; Switch T
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +34,8 @@ class TopKRouter(nn.Module):
     (Shazeer et al. 2017, eq. 3-5, without the tunable noise). The load-balancing loss is Switch's
     ``E · Σ_i f_i · P_i`` (Fedus et al. 2022, §2.2, eq. 4-6), with ``f_i`` counting all ``k``
     assignments per token; its gradient flows through ``P_i``, the mean router probability.
+    ``bias=True`` gives ``W_g`` a bias, one learned offset per expert (gpt-oss's router, which also takes
+    the softmax over the top ``k`` only; OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", 2025, §2.1).
 
     Shapes:
         x ``(N, C)`` (N tokens); returns weights ``(N, k)``, expert_index ``(N, k)`` and
@@ -44,7 +48,7 @@ class TopKRouter(nn.Module):
         (torch.Size([5, 2]), 10)
     """
 
-    def __init__(self, dim: int, num_experts: int, *, k: int = 2) -> None:
+    def __init__(self, dim: int, num_experts: int, *, k: int = 2, bias: bool = False) -> None:
         super().__init__()
         check_positive_int("dim", dim)
         check_positive_int("num_experts", num_experts)
@@ -53,7 +57,7 @@ class TopKRouter(nn.Module):
             raise ValueError(f"k: expected at most num_experts={num_experts}, got {k}")
         self.num_experts = num_experts
         self.k = k
-        self.gate = nn.Linear(dim, num_experts, bias=False)
+        self.gate = nn.Linear(dim, num_experts, bias=bias)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, RoutingStats]:
         check_shape("x", x, "N C", C=self.gate.in_features)
@@ -69,12 +73,55 @@ class TopKRouter(nn.Module):
         return weights, expert_index, RoutingStats(tokens_per_expert, fraction, mean_probability, loss)
 
 
+@dataclass(frozen=True)
+class ClampedSwiGLU:
+    """gpt-oss's gated unit: SwiGLU with clamped inputs, a steeper Swish, and ``up + 1``.
+
+        gate = min(gate, limit),   up = clamp(up, −limit, limit)
+        hidden = gate · sigmoid(alpha · gate) · (up + 1)
+
+    gpt-oss's experts use it in place of ``Swish(gate) · up`` (OpenAI, "gpt-oss-120b & gpt-oss-20b Model
+    Card", 2025, §2.1, which describes it only as a SwiGLU with clamping and a residual connection). The
+    clamps bound what one hidden unit can contribute; ``up + 1`` lets the gate's own Swish through when
+    ``up`` is 0 (the "residual"); ``alpha = 1.702`` is the sigmoid approximation of GELU,
+    ``GELU(x) ≈ x · sigmoid(1.702 x)`` (Hendrycks & Gimpel, 2016, §2), where plain SwiGLU has ``alpha = 1``.
+    The formula is read from transformers' ``GptOssExperts``; the card gives no equation. Pass it to
+    :class:`attn_edu.blocks.SwiGLUFeedForward` as ``unit=``.
+
+    Shapes:
+        gate, up ``(..., hidden)``; returns ``(..., hidden)``.
+
+    Example:
+        >>> unit = ClampedSwiGLU(limit=7.0, alpha=1.702)
+        >>> unit(torch.tensor([100.0]), torch.tensor([-100.0]))   # 7 · sigmoid(1.702 · 7) · (−7 + 1)
+        tensor([-41.9997])
+    """
+
+    limit: float = 7.0  # gate clamped to at most limit, up to [−limit, limit] (gpt-oss: 7.0)
+    alpha: float = 1.702  # the Swish's slope, gate · sigmoid(alpha · gate) (gpt-oss: 1.702; SiLU: 1)
+
+    def __post_init__(self) -> None:
+        for name in ("limit", "alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+
+    def __call__(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        gate = gate.clamp(max=self.limit)  # (..., hidden): only from above
+        up = up.clamp(-self.limit, self.limit)  # (..., hidden)
+        return gate * torch.sigmoid(self.alpha * gate) * (up + 1)  # (..., hidden)
+
+
 class MoEFeedForward(nn.Module):
     """A feed-forward layer made of ``num_experts`` FFNs; each token runs through only ``k`` of them.
 
     ``y = Σ_{e in top-k(x)} weight_e(x) · FFN_e(x)``. Parameters grow with ``num_experts`` while the
     compute per token stays that of ``k`` FFNs (Shazeer et al. 2017; Fedus et al. 2022). Each expert
-    is ``Linear(C, hidden) → GELU → Linear(hidden, C)``. No capacity limit: no token is dropped.
+    is ``Linear(C, hidden) → GELU → Linear(hidden, C)`` unless ``expert`` builds another kind: called once
+    per expert with no arguments, it returns a module mapping ``(n, C)`` to ``(n, C)`` (gpt-oss:
+    ``lambda: SwiGLUFeedForward(C, hidden, bias=True, unit=ClampedSwiGLU())``, the FFN from
+    :mod:`attn_edu.blocks`, with ``router_bias=True``: :class:`TopKRouter`'s ``bias``). No capacity limit:
+    no token is dropped.
 
     Shapes:
         x ``(B, T, C)``; returns ``(B, T, C)`` and :class:`RoutingStats` (add
@@ -87,14 +134,27 @@ class MoEFeedForward(nn.Module):
         (torch.Size([2, 3, 8]), torch.Size([4]))
     """
 
-    def __init__(self, dim: int, hidden_dim: int, num_experts: int, *, k: int = 2) -> None:
+    def __init__(
+        self,
+        dim: int,
+        hidden_dim: int,
+        num_experts: int,
+        *,
+        k: int = 2,
+        router_bias: bool = False,
+        expert: Callable[[], nn.Module] | None = None,
+    ) -> None:
         super().__init__()
         check_positive_int("hidden_dim", hidden_dim)
-        self.router = TopKRouter(dim, num_experts, k=k)
-        self.experts = nn.ModuleList(
-            nn.Sequential(nn.Linear(dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
-            for _ in range(num_experts)
-        )
+        if expert is not None and not callable(expert):
+            raise ValueError(f"expert: expected None or a function that builds one expert, got {expert!r}")
+        self.router = TopKRouter(dim, num_experts, k=k, bias=router_bias)
+        if expert is None:
+
+            def expert() -> nn.Module:
+                return nn.Sequential(nn.Linear(dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+
+        self.experts = nn.ModuleList(expert() for _ in range(num_experts))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RoutingStats]:
         check_shape("x", x, "B T C", C=self.router.gate.in_features)

@@ -115,6 +115,7 @@ def yarn_frequencies(
     base: float = 10000.0,
     beta_fast: float = 32.0,
     beta_slow: float = 1.0,
+    truncate: bool = True,
 ) -> tuple[torch.Tensor, float]:
     """YaRN (Peng et al., 2023, §3.2–3.4): interpolate slow pairs, keep fast pairs, blend in between.
 
@@ -129,6 +130,9 @@ def yarn_frequencies(
     between ``⌊d(beta_fast)⌋`` and ``⌈d(beta_slow)⌉``, with ``d(r) = D · ln(L / (2π r)) / (2 ln base)``
     the pair index that makes ``r`` turns, whereas the paper's eq. 18 ramp is linear in ``r``.
     The upper index is capped at ``D − 1`` as in that code (pair indices stop at ``D/2 − 1``).
+    ``truncate=False`` keeps the two ends unrounded, as gpt-oss does (its ``rope_parameters`` say
+    ``"truncate": False``; OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", 2025): the ramp then starts
+    and ends between two pair indices.
 
     Shapes:
         returns inv_freq ``(D/2,)`` float32 and the attention factor (a float).
@@ -145,8 +149,10 @@ def yarn_frequencies(
         # Solve L · θ_i / (2π) = turns for i, with θ_i = base^(−2i/D).
         return head_dim * math.log(original_max_positions / (2 * math.pi * turns)) / (2 * math.log(base))
 
-    low = max(math.floor(pair_index_with_turns(beta_fast)), 0)
-    high = min(math.ceil(pair_index_with_turns(beta_slow)), head_dim - 1)
+    low, high = pair_index_with_turns(beta_fast), pair_index_with_turns(beta_slow)
+    if truncate:  # the reference code's whole pair indices (transformers' default)
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
     if low == high:
         high += 0.001  # a one-index ramp would divide by zero
     i = torch.arange(head_dim // 2, dtype=torch.float64)  # (D/2,)
@@ -239,6 +245,7 @@ class RopeScaling:
     original_max_positions: int | None = None  # L, the trained context; required by "yarn"
     beta_fast: float = 32.0  # yarn: pairs with more turns than this over L keep their frequency
     beta_slow: float = 1.0  # yarn: pairs with fewer turns than this are fully interpolated
+    truncate: bool = True  # yarn: round the ramp's ends to whole pair indices (False in gpt-oss)
     # The factor on cos and sin (every score gets its square). None: the method's own, YaRN's
     # 0.1 ln s + 1 and 1 for the others; a number overrides it (1.0: YaRN without its temperature),
     # as transformers' "attention_factor" does.
@@ -253,6 +260,8 @@ class RopeScaling:
         a = self.attention_factor
         if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a < math.inf):
             raise ValueError(f"attention_factor: expected None or a finite number > 0, got {a!r}")
+        if not isinstance(self.truncate, bool):
+            raise ValueError(f"truncate: expected True or False, got {self.truncate!r}")
 
     def frequencies(self, head_dim: int, base: float) -> tuple[torch.Tensor, float]:
         """``(inv_freq (D/2,), attention_factor)`` for this scaling."""
@@ -268,5 +277,6 @@ class RopeScaling:
                 base=base,
                 beta_fast=self.beta_fast,
                 beta_slow=self.beta_slow,
+                truncate=self.truncate,
             )
         return inv_freq, own if self.attention_factor is None else float(self.attention_factor)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from attn_edu.moe import MoEFeedForward, TopKRouter
+from attn_edu.moe import ClampedSwiGLU, MoEFeedForward, TopKRouter
 
 
 def _g(seed: int) -> torch.Generator:
@@ -73,3 +73,27 @@ def test_moe_argument_errors():
     with pytest.raises(ValueError, match=r"x: expected shape \(B, T, C\) with C=4"):
         MoEFeedForward(4, 8, num_experts=2)(torch.randn(2, 3, 5))
     assert math.isfinite(MoEFeedForward(4, 8, num_experts=2, k=1)(torch.randn(1, 1, 4))[0].sum().item())
+
+
+def test_experts_of_another_kind_and_a_router_bias():
+    """gpt-oss's options: every expert built by ``expert()``, and a bias per expert in the router's logits."""
+    from attn_edu.blocks import SwiGLUFeedForward
+
+    torch.manual_seed(3)
+    moe = MoEFeedForward(
+        6, 10, num_experts=4, k=2, router_bias=True,
+        expert=lambda: SwiGLUFeedForward(6, 10, bias=True, unit=ClampedSwiGLU(limit=1.0)),
+    )  # fmt: skip
+    assert all(isinstance(e, SwiGLUFeedForward) and e.unit.limit == 1.0 for e in moe.experts)
+    assert len({id(e) for e in moe.experts}) == 4  # four experts, not one shared
+    x = torch.randn(2, 5, 6)
+    tokens = x.reshape(10, 6)
+    with torch.no_grad():
+        moe.router.gate.bias.copy_(torch.tensor([0.0, 0.0, 50.0, 40.0]))  # experts 2 and 3 win every token
+        out, stats = moe(x)
+    assert stats.tokens_per_expert.tolist() == [0, 0, 10, 10]
+    weights = torch.softmax(moe.router.gate(tokens)[:, [2, 3]], dim=-1)  # (N, 2): softmax over the two chosen
+    expected = weights[:, :1] * moe.experts[2](tokens) + weights[:, 1:] * moe.experts[3](tokens)
+    torch.testing.assert_close(out, expected.reshape(2, 5, 6))
+    with pytest.raises(ValueError, match="expert: expected None or a function"):
+        MoEFeedForward(4, 8, num_experts=2, expert=nn.Linear(4, 4).weight)

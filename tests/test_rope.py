@@ -4,6 +4,7 @@ context-extension scalings, and equivalence with transformers' Llama rotary code
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -225,14 +226,16 @@ def test_scalings_match_transformers_rope_utils(head_dim, base, factor):
     inv_hf, _ = ROPE_INIT_FUNCTIONS["dynamic"](config(rope_type="dynamic"), None, seq_len)
     torch.testing.assert_close(ntk_scaled_frequencies(head_dim, factor, base=base), inv_hf)
 
-    for original in (32, 2048):
-        yarn_config = config(rope_type="yarn", original_max_position_embeddings=original)
+    for original, truncate in itertools.product((32, 2048), (True, False)):  # gpt-oss: truncate=False
+        yarn_config = config(rope_type="yarn", original_max_position_embeddings=original, truncate=truncate)
         inv_hf, attention_hf = ROPE_INIT_FUNCTIONS["yarn"](yarn_config)
         inv_ours, attention_ours = yarn_frequencies(
-            head_dim, factor, original_max_positions=original, base=base
+            head_dim, factor, original_max_positions=original, base=base, truncate=truncate
         )
         torch.testing.assert_close(inv_ours, inv_hf)
         assert attention_ours == pytest.approx(attention_hf)
+        scaling = RopeScaling("yarn", factor, original_max_positions=original, truncate=truncate)
+        torch.testing.assert_close(scaling.frequencies(head_dim, base)[0], inv_hf)
 
 
 # ---------------------------------------------------------------- scaling properties
@@ -387,6 +390,8 @@ def test_rotary_module_and_scaling_errors():
         RopeScaling("dynamic", 4.0)
     with pytest.raises(ValueError, match="factor"):
         RopeScaling("linear", 0.5)
+    with pytest.raises(ValueError, match="truncate: expected True or False"):
+        RopeScaling("yarn", 4.0, original_max_positions=64, truncate="no")
     with pytest.raises(ValueError, match="D >= 4"):
         ntk_scaled_frequencies(2, 2.0)
     with pytest.raises(ValueError, match="scaling"):
