@@ -83,7 +83,9 @@ class RMSNorm(nn.Module):
         RMSNorm(x) = x / sqrt(mean(x²) + eps) · g                 (Zhang & Sennrich, 2019, §3)
 
     Cheaper than LayerNorm and as good in practice; used by T5 (which calls it "T5LayerNorm") and
-    Llama. The statistic is computed in float32 even for half-precision input.
+    Llama. The statistic is computed in float32 even for half-precision input. ``zero_centred=True``
+    stores ``w = g - 1`` (starting at 0) and scales by ``1 + w`` in float32 (Qwen3-Next): weight decay
+    then pulls each gain towards 1, not 0, so the gains cannot grow unchecked.
 
     Shapes:
         x ``(..., C)``; returns ``(..., C)``.
@@ -94,21 +96,22 @@ class RMSNorm(nn.Module):
         tensor([[0.8485, 1.1314]])
     """
 
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+    def __init__(self, dim: int, eps: float = 1e-6, *, zero_centred: bool = False) -> None:
         super().__init__()
-        self.dim = check_positive_int("dim", dim)
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))  # g, the per-channel gain
+        self.dim, self.eps, self.zero_centred = check_positive_int("dim", dim), eps, zero_centred
+        self.weight = nn.Parameter(torch.full((dim,), 0.0 if zero_centred else 1.0))  # g, or w = g - 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_floating("x", x)
         check_shape("x", x, "... C", C=self.dim)
         mean_square = x.float().pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
         normed = x.float() * torch.rsqrt(mean_square + self.eps)  # (..., C)
+        if self.zero_centred:
+            return (normed * (1 + self.weight.float())).to(x.dtype)  # (..., C): gain 1 + w
         return normed.to(x.dtype) * self.weight  # (..., C)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}"
+        return f"{self.dim}, eps={self.eps}" + (", zero_centred=True" if self.zero_centred else "")
 
 
 # ---------------------------------------------------------------------------------------------------

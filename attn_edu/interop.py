@@ -18,6 +18,8 @@ Details that need care, model by model:
   with the gate in the even columns and the up projection in the odd ones (interleaved, not halves),
   stored ``(in, out)`` like GPT-2's ``Conv1D``; ``down_proj`` is ``(E, F, C)``. The sinks are the
   attention's ``sinks``; RoPE is YaRN with ``truncate=False``.
+- **Qwen3-Next**: ``q_proj`` emits, per head, ``D`` query rows then ``D`` output-gate rows; ``gate_up_proj``
+  is gate rows then up rows (halves); ``GatedDeltaNet.from_hf`` cuts its fused projections; norms: ``1 + w``.
 - **T5**: the relative-bias table sits in the first layer of each stack; the ``C^-0.5`` output rescale
   applies when the checkpoint ties its embeddings (``scale_decoder_outputs`` in transformers 5,
   ``tie_word_embeddings`` before); only the ReLU FFN (original T5, not v1.1's gated GELU); ``d_kv``
@@ -39,11 +41,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from attn_edu.delta_rule import GatedDeltaNet
 from attn_edu.mla import MultiHeadLatentAttention
 from attn_edu.models.bert import BERT, BertConfig, BertMLM
 from attn_edu.models.gpt import GPT, GPTConfig
 from attn_edu.models.gpt_oss import GptOss, GptOssConfig
 from attn_edu.models.llama import Llama, LlamaConfig
+from attn_edu.models.qwen3_next import Qwen3Next, Qwen3NextConfig
 from attn_edu.models.t5 import T5, T5Config
 from attn_edu.rope_scaling import RopeScaling
 
@@ -288,7 +292,6 @@ def _rope_from_hf(config: Any) -> tuple[float, RopeScaling | None]:
     _require(
         rope_type in ("default", "yarn"), f"only the default RoPE and YaRN are supported, got {rope_type!r}"
     )
-    _require(params.get("partial_rotary_factor", 1.0) == 1.0, "partial RoPE is not supported")
     if rope_type == "default":
         return base, None
     _require(
@@ -307,8 +310,14 @@ def _rope_from_hf(config: Any) -> tuple[float, RopeScaling | None]:
     )
 
 
+def _partial_rotary_factor(config: Any) -> float:
+    """The share of each head that RoPE turns (1.0: all of it), from transformers 5's ``rope_parameters``."""
+    return float((getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0))
+
+
 def gpt_oss_config_from_hf(config: Any) -> GptOssConfig:
     """Our :class:`GptOssConfig` from a ``transformers.GptOssConfig``."""
+    _require(_partial_rotary_factor(config) == 1.0, "partial RoPE is not supported")
     _require(config.attention_bias, "GptOss.from_hf expects gpt-oss's attention biases (attention_bias=True)")
     rope_base, rope_scaling = _rope_from_hf(config)
     return GptOssConfig(
@@ -371,6 +380,101 @@ def gpt_oss_from_hf(model: Any) -> GptOss:
         state |= _linear(f"{p}.ffn.router.gate", mlp.router.weight, mlp.router.bias)  # (E, C), (E,)
         state |= _gpt_oss_experts(f"{p}.ffn.experts", mlp.experts)
     return _load(GptOss(config), state, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Qwen3-Next
+# ---------------------------------------------------------------------------------------------------
+
+
+def qwen3_next_config_from_hf(config: Any) -> Qwen3NextConfig:
+    """Our :class:`Qwen3NextConfig` from a ``transformers.Qwen3NextConfig``."""
+    _require(config.hidden_act == "silu", f"expects SiLU (SwiGLU) experts, got {config.hidden_act!r}")
+    _require(config.norm_topk_prob, "only norm_topk_prob=True (the top k weights renormalised) is supported")
+    rope_base, rope_scaling = _rope_from_hf(config)
+    L, dense_only = config.num_hidden_layers, set(config.mlp_only_layers or ())
+    # transformers' rule: a layer is dense if listed in mlp_only_layers or off the decoder_sparse_step grid
+    dense = tuple(i for i in range(L) if i in dense_only or (i + 1) % config.decoder_sparse_step)
+    return Qwen3NextConfig(
+        vocab_size=config.vocab_size,
+        embed_dim=config.hidden_size,
+        num_layers=L,
+        layer_types=tuple(config.layer_types),
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
+        head_dim=getattr(config, "head_dim", None),
+        partial_rotary_factor=_partial_rotary_factor(config),
+        rope_base=rope_base,
+        rope_scaling=rope_scaling,
+        attention_bias=bool(config.attention_bias),
+        linear_num_heads=config.linear_num_value_heads,
+        linear_num_k_heads=config.linear_num_key_heads,
+        linear_k_dim=config.linear_key_head_dim,
+        linear_v_dim=config.linear_value_head_dim,
+        conv_size=config.linear_conv_kernel_dim,
+        num_experts=config.num_experts,
+        experts_per_token=config.num_experts_per_tok,
+        expert_ffn_dim=config.moe_intermediate_size,
+        shared_expert_ffn_dim=config.shared_expert_intermediate_size,
+        dense_layers=dense,
+        ffn_dim=config.intermediate_size,
+        norm_eps=config.rms_norm_eps,
+        tie_embeddings=bool(config.tie_word_embeddings),
+    )
+
+
+def _swiglu(prefix: str, mlp: Any) -> StateDict:
+    return {f"{prefix}.{n}.weight": getattr(mlp, n).weight for n in ("gate_proj", "up_proj", "down_proj")}
+
+
+def _qwen3_next_attention(prefix: str, attn: Any, H: int, D: int) -> StateDict:
+    """Cut the fused ``q_proj`` (per head: D query rows, then D gate rows) into ``q_proj`` and the output gate;
+    the QK-norms' zero-centred weights copy as they are."""
+    weight, bias = attn.q_proj.weight.view(H, 2 * D, -1), attn.q_proj.bias  # (H, 2D, C), (H·2D,) or None
+    state = {f"{prefix}.qk_norm.{n}.weight": getattr(attn, n).weight for n in ("q_norm", "k_norm")}
+    for name, rows in (("q_proj", slice(0, D)), ("output_gate.proj", slice(D, 2 * D))):
+        cut_bias = None if bias is None else bias.view(H, 2 * D)[:, rows].reshape(H * D)  # (H·D,)
+        state |= _linear(f"{prefix}.{name}", weight[:, rows].reshape(H * D, -1), cut_bias)  # (H·D, C)
+    for ours, theirs in (("k_proj", attn.k_proj), ("v_proj", attn.v_proj), ("out_proj", attn.o_proj)):
+        state |= _linear(f"{prefix}.{ours}", theirs.weight, theirs.bias)
+    return state
+
+
+def _qwen3_next_moe(prefix: str, mlp: Any) -> StateDict:
+    """The router, the experts (``gate_up_proj`` ``(E, 2F, C)``: gate rows, then up rows) and the shared expert."""
+    state = _linear(f"{prefix}.router.gate", mlp.gate.weight)  # (E, C)
+    experts, F = mlp.experts, mlp.experts.down_proj.shape[-1]
+    for e in range(experts.gate_up_proj.shape[0]):
+        state |= _linear(f"{prefix}.experts.{e}.gate_proj", experts.gate_up_proj[e, :F])  # (F, C)
+        state |= _linear(f"{prefix}.experts.{e}.up_proj", experts.gate_up_proj[e, F:])  # (F, C)
+        state |= _linear(f"{prefix}.experts.{e}.down_proj", experts.down_proj[e])  # (C, F)
+    state |= _swiglu(f"{prefix}.shared_expert", mlp.shared_expert)
+    return state | _linear(f"{prefix}.shared_expert_gate", mlp.shared_expert_gate.weight)  # (1, C)
+
+
+def qwen3_next_from_hf(model: Any) -> Qwen3Next:
+    """A :class:`Qwen3Next` with the weights of ``Qwen3NextForCausalLM``."""
+    _require(
+        hasattr(model, "lm_head") and hasattr(getattr(model, "config", None), "linear_num_value_heads"),
+        "Qwen3Next.from_hf expects a Qwen3NextForCausalLM (its config has linear_num_value_heads)",
+    )
+    config, base = qwen3_next_config_from_hf(model.config), model.model
+    state: StateDict = {
+        "token_embedding.weight": base.embed_tokens.weight,
+        "final_norm.weight": base.norm.weight,  # zero-centred on both sides
+        "lm_head.weight": model.lm_head.weight,
+    }
+    for i, layer in enumerate(base.layers):
+        p = f"blocks.{i}"
+        state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
+        state |= _norm(f"{p}.ffn_norm", layer.post_attention_layernorm)
+        if config.layer_types[i] == "linear_attention":
+            delta = GatedDeltaNet.from_hf(layer.linear_attn).state_dict()  # cuts the fused projections
+            state |= {f"{p}.attn.{name}": tensor for name, tensor in delta.items()}
+        else:
+            state |= _qwen3_next_attention(f"{p}.attn", layer.self_attn, config.num_heads, config.head_dim)
+        state |= (_swiglu if i in config.dense_layers else _qwen3_next_moe)(f"{p}.ffn", layer.mlp)
+    return _load(Qwen3Next(config), state, model)
 
 
 # ---------------------------------------------------------------------------------------------------

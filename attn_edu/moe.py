@@ -34,6 +34,8 @@ class TopKRouter(nn.Module):
     (Shazeer et al. 2017, eq. 3-5, without the tunable noise). The load-balancing loss is Switch's
     ``E · Σ_i f_i · P_i`` (Fedus et al. 2022, §2.2, eq. 4-6), with ``f_i`` counting all ``k``
     assignments per token; its gradient flows through ``P_i``, the mean router probability.
+    Taking the softmax over all ``E`` logits, keeping the top ``k`` probabilities and dividing them by their
+    sum gives the same weights (the common factor cancels): Qwen3-Next's router with ``norm_topk_prob``.
     ``bias=True`` gives ``W_g`` a bias, one learned offset per expert (gpt-oss's router, which also takes
     the softmax over the top ``k`` only; OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card", 2025, §2.1).
 
@@ -123,6 +125,12 @@ class MoEFeedForward(nn.Module):
     :mod:`attn_edu.blocks`, with ``router_bias=True``: :class:`TopKRouter`'s ``bias``). No capacity limit:
     no token is dropped.
 
+    ``shared_expert``, a module mapping ``(n, C)`` to ``(n, C)``, runs on *every* token beside the routed
+    ones, scaled per token by a learned gate ``sigmoid(x w_s)`` (``shared_expert_gate``, one number per
+    token): ``y = Σ_{e in top-k} weight_e · FFN_e(x) + sigmoid(x w_s) · FFN_shared(x)``. What every token
+    needs is learned once there, so the routed experts can specialise (DeepSeekMoE, Dai et al. 2024, §3.2,
+    whose shared experts are ungated; Qwen2-MoE and Qwen3-Next add the sigmoid gate).
+
     Shapes:
         x ``(B, T, C)``; returns ``(B, T, C)`` and :class:`RoutingStats` (add
         ``stats.load_balancing_loss`` times a small factor, e.g. 0.01, to the training loss).
@@ -143,11 +151,19 @@ class MoEFeedForward(nn.Module):
         k: int = 2,
         router_bias: bool = False,
         expert: Callable[[], nn.Module] | None = None,
+        shared_expert: nn.Module | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("hidden_dim", hidden_dim)
         if expert is not None and not callable(expert):
             raise ValueError(f"expert: expected None or a function that builds one expert, got {expert!r}")
+        if shared_expert is not None and not isinstance(shared_expert, nn.Module):
+            raise ValueError(
+                f"shared_expert: expected None or an nn.Module, got {type(shared_expert).__name__}"
+            )
+        self.shared_expert = shared_expert
+        if shared_expert is not None:
+            self.shared_expert_gate = nn.Linear(dim, 1, bias=False)  # w_s: how much of it each token takes
         self.router = TopKRouter(dim, num_experts, k=k, bias=router_bias)
         if expert is None:
 
@@ -168,4 +184,7 @@ class MoEFeedForward(nn.Module):
                 continue
             expert_out = expert(tokens[token_ids])  # (n_e, C): only this expert's tokens
             out.index_add_(0, token_ids, expert_out * weights[token_ids, slot, None])  # (N, C)
+        if self.shared_expert is not None:  # every token, through its own gate
+            gate = torch.sigmoid(self.shared_expert_gate(tokens))  # (N, 1)
+            out = out + gate * self.shared_expert(tokens)  # (N, C)
         return out.reshape(B, T, C), stats  # (B, T, C)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attn_edu._validate import check_floating, check_positive_int, check_shape
@@ -36,6 +37,10 @@ class QKNorm(nn.Module):
     ``1/sqrt(D)``: a model with ``scale=1.0`` then starts with the scores of the scaled one, and the
     temperature becomes a learned parameter (notebook 03 trains both).
 
+    ``zero_centred=True`` stores each gain as ``w = γ - 1`` and scales by ``1 + w``, as Qwen3-Next does
+    (its norms, :class:`attn_edu.blocks.RMSNorm`'s ``zero_centred``, all do): weight decay then pulls the
+    gains towards 1 instead of 0.
+
     Pass it to :class:`MultiHeadAttention` as ``qk_norm=``: it is called as ``q, k = qk_norm(q, k)`` right
     after the projections, before a rotary embedding and before the KV cache.
 
@@ -51,14 +56,22 @@ class QKNorm(nn.Module):
         [1.0, 1.0]
     """
 
-    def __init__(self, head_dim: int, *, kind: str = "layer", gain: float = 1.0, eps: float = 1e-6) -> None:
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        kind: str = "layer",
+        gain: float = 1.0,
+        eps: float = 1e-6,
+        zero_centred: bool = False,
+    ) -> None:
         super().__init__()
         check_positive_int("head_dim", head_dim)
         if kind not in ("layer", "rms"):
             raise ValueError(f"kind: expected 'layer' (LayerNorm) or 'rms' (RMSNorm), got {kind!r}")
         if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
             raise ValueError(f"gain: expected a finite number > 0, got {gain!r}")
-        self.kind = kind
+        self.kind, self.zero_centred = kind, zero_centred
 
         def norm() -> nn.Module:
             made = (
@@ -66,7 +79,7 @@ class QKNorm(nn.Module):
                 if kind == "layer"
                 else nn.RMSNorm(head_dim, eps=eps)
             )
-            nn.init.constant_(made.weight, gain)
+            nn.init.constant_(made.weight, gain - 1 if zero_centred else gain)
             return made
 
         self.q_norm, self.k_norm = norm(), norm()
@@ -77,4 +90,16 @@ class QKNorm(nn.Module):
         check_floating("k", k)
         check_shape("q", q, "... D", D=D)
         check_shape("k", k, "... D", D=D)
-        return self.q_norm(q), self.k_norm(k)  # (..., T, D), (..., S, D)
+        if not self.zero_centred:
+            return self.q_norm(q), self.k_norm(k)  # (..., T, D), (..., S, D)
+        return self._with_gain_plus_one(self.q_norm, q), self._with_gain_plus_one(self.k_norm, k)
+
+    def _with_gain_plus_one(self, norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """``norm`` with the gain ``1 + w`` (float32, then back to ``x``'s dtype): the zero-centred form."""
+        gain = 1 + norm.weight.float()  # (D,)
+        if self.kind == "rms":
+            return F.rms_norm(x.float(), gain.shape, gain, norm.eps).to(x.dtype)  # (..., D)
+        return F.layer_norm(x.float(), gain.shape, gain, None, norm.eps).to(x.dtype)  # (..., D)
+
+    def extra_repr(self) -> str:
+        return "zero_centred=True" if self.zero_centred else ""

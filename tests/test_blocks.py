@@ -72,6 +72,22 @@ def test_rms_norm_matches_torch():
     torch.testing.assert_close(ours(x), theirs(x), **TOL)
 
 
+def test_zero_centred_rms_norm_stores_the_gain_minus_one():
+    """Qwen3-Next's norm: the weight ``w`` is the gain minus 1, so a fresh one (``w = 0``) has gain 1, and it
+    equals the plain norm whose gain is ``1 + w``. Weight decay alone then pulls the gain towards 1."""
+    x = x_input()
+    zero = randomize_(RMSNorm(C, eps=1e-6, zero_centred=True), scale=0.2)
+    plain = RMSNorm(C, eps=1e-6)
+    with torch.no_grad():
+        plain.weight.copy_(1 + zero.weight)
+    torch.testing.assert_close(zero(x), plain(x), **TOL)
+    torch.testing.assert_close(RMSNorm(C, zero_centred=True)(x), RMSNorm(C)(x), **TOL)
+    before = zero.weight.detach().clone()  # w = gain - 1
+    zero.weight.grad = torch.zeros_like(zero.weight)  # no loss: only the decay acts
+    torch.optim.AdamW(zero.parameters(), lr=0.5, weight_decay=0.5).step()
+    assert (zero.weight.detach().abs() < before.abs()).all()  # every gain 1 + w closer to 1
+
+
 def test_rms_norm_is_layer_norm_without_the_mean():
     x = x_input()
     x = x - x.mean(-1, keepdim=True)  # zero-mean tokens: then RMS = standard deviation

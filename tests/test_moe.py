@@ -97,3 +97,33 @@ def test_experts_of_another_kind_and_a_router_bias():
     torch.testing.assert_close(out, expected.reshape(2, 5, 6))
     with pytest.raises(ValueError, match="expert: expected None or a function"):
         MoEFeedForward(4, 8, num_experts=2, expert=nn.Linear(4, 4).weight)
+
+
+def test_a_shared_expert_runs_on_every_token_through_its_sigmoid_gate():
+    """Qwen3-Next's option: ``shared_expert`` is added to the routed mixture, scaled by ``sigmoid(x w_s)``."""
+    from attn_edu.blocks import SwiGLUFeedForward
+
+    torch.manual_seed(4)
+    routed = MoEFeedForward(6, 10, num_experts=4, k=2, expert=lambda: SwiGLUFeedForward(6, 10))
+    shared = MoEFeedForward(
+        6,
+        10,
+        num_experts=4,
+        k=2,
+        expert=lambda: SwiGLUFeedForward(6, 10),
+        shared_expert=SwiGLUFeedForward(6, 12),
+    )
+    shared.load_state_dict(routed.state_dict(), strict=False)  # the same router and experts
+    x = torch.randn(2, 5, 6)
+    with torch.no_grad():
+        out, stats = shared(x)
+        alone, routed_stats = routed(x)
+        gate = torch.sigmoid(shared.shared_expert_gate(x))  # (B, T, 1)
+        assert ((gate > 0) & (gate < 1)).all() and not torch.allclose(out, alone)
+        torch.testing.assert_close(out, alone + gate * shared.shared_expert(x))
+        assert torch.equal(stats.tokens_per_expert, routed_stats.tokens_per_expert)  # routing untouched
+        shared.shared_expert_gate.weight.fill_(0)
+        shared.shared_expert.down_proj.weight.fill_(0)  # the shared expert now adds nothing
+        torch.testing.assert_close(shared(x)[0], alone)
+    with pytest.raises(ValueError, match="shared_expert: expected None or an nn.Module, got function"):
+        MoEFeedForward(4, 8, num_experts=2, shared_expert=lambda: nn.Linear(4, 4))

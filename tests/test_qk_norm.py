@@ -146,6 +146,20 @@ def test_qk_norm_parameters_are_trained_and_saved():
     assert mha.qk_norm.q_norm.weight.grad is not None and mha.qk_norm.q_norm.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_zero_centred_gains_equal_plain_gains_plus_one(kind):
+    """Qwen3-Next stores each QK-norm gain as ``w = γ - 1``: the same norm as a plain gain ``1 + w``."""
+    plain, zero = QKNorm(8, kind=kind), QKNorm(8, kind=kind, zero_centred=True)
+    assert zero.q_norm.weight.abs().max() == 0  # gain 1 at the start, like the plain norm's ones
+    random_gains(plain)
+    with torch.no_grad():
+        for ours, theirs in ((zero.q_norm, plain.q_norm), (zero.k_norm, plain.k_norm)):
+            ours.weight.copy_(theirs.weight - 1)
+    q, k = torch.randn(2, 4, 5, 8), 3 + torch.randn(2, 2, 7, 8)
+    for got, expected in zip(zero(q, k), plain(q, k)):
+        torch.testing.assert_close(got, expected, **TOL)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
