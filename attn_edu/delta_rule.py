@@ -388,8 +388,8 @@ class GatedDeltaNet(nn.Module):
         mixed = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # (B, T, channels)
         mixed = self._conv(mixed.transpose(1, 2), kv_cache).transpose(1, 2)  # (B, T, channels)
         q, k, v = mixed.split([H_k * Dk, H_k * Dk, H * Dv], dim=-1)
-        q, k = (
-            l2_normalize(y.view(B, T, H_k, Dk).transpose(1, 2), self.eps) for y in (q, k)
+        q, k = (  # eps 1e-6 always, as transformers' layer fixes it; self.eps is the output norm's
+            l2_normalize(y.view(B, T, H_k, Dk).transpose(1, 2)) for y in (q, k)
         )  # (B, H_k, T, Dk)
         q, k = (y.repeat_interleave(H // H_k, dim=1) for y in (q, k))  # (B, H, T, Dk): value heads share them
         v = v.view(B, T, H, Dv).transpose(1, 2)  # (B, H, T, Dv)

@@ -151,7 +151,7 @@ def test_bad_input_names_the_argument(change: dict, message: str) -> None:
         gated_delta_rule(**args)
 
 
-def _peer_layer(H: int, H_k: int, seed: int = 0):
+def _peer_layer(H: int, H_k: int, seed: int = 0, eps: float = 1e-6):
     from transformers import Qwen3NextConfig
     from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
 
@@ -164,6 +164,7 @@ def _peer_layer(H: int, H_k: int, seed: int = 0):
         linear_conv_kernel_dim=4,
         num_hidden_layers=1,
         layer_types=["linear_attention"],
+        rms_norm_eps=eps,
     )
     torch.manual_seed(seed)
     layer = Qwen3NextGatedDeltaNet(config, layer_idx=0).eval()
@@ -181,6 +182,18 @@ def test_layer_equals_qwen3_next_gated_deltanet(H: int, H_k: int, T: int) -> Non
     peer = _peer_layer(H, H_k)
     ours = GatedDeltaNet.from_hf(peer).eval()
     x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), peer(x), rtol=1e-4, atol=1e-5)
+
+
+def test_the_norm_epsilon_is_the_output_norm_s_alone() -> None:
+    """transformers L2-normalises q and k with 1e-6 whatever the config says; its rms_norm_eps is the gated output
+    norm's. A large epsilon shows which is which."""
+    from attn_edu.delta_rule import GatedDeltaNet
+
+    peer = _peer_layer(4, 2, eps=0.5)
+    ours = GatedDeltaNet.from_hf(peer).eval()
+    x = torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         torch.testing.assert_close(ours(x), peer(x), rtol=1e-4, atol=1e-5)
 
