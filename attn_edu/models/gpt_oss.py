@@ -32,21 +32,18 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
 from torch import nn
 
-from attn_edu._validate import check_head_dim, check_positive_int, check_token_ids
+from attn_edu._validate import check_head_dim, check_positive_int
 from attn_edu.blocks import PreNormDecoderBlock, RMSNorm, SwiGLUFeedForward, init_normal_
 from attn_edu.gating import SinkAttention
+from attn_edu.models.llama import RotaryDecoder
 from attn_edu.moe import ClampedSwiGLU, MoEFeedForward
 from attn_edu.multihead import MultiHeadAttention
 from attn_edu.rope import RotaryEmbedding
 from attn_edu.rope_scaling import RopeScaling
-
-if TYPE_CHECKING:
-    from attn_edu.kv_cache import KVCache
 
 SLIDING, FULL = "sliding_attention", "full_attention"  # the two layer types (transformers spells them so too)
 
@@ -128,7 +125,7 @@ class GptOssConfig:
         return self.sliding_window if self.layer_types[layer] == SLIDING else None
 
 
-class GptOss(nn.Module):
+class GptOss(RotaryDecoder):
     """gpt-oss: grouped-query attention with biases, sinks and YaRN RoPE, alternating windows, a mixture of experts.
 
     One :class:`attn_edu.rope.RotaryEmbedding` is shared by every layer. Layer ``i`` is a
@@ -142,6 +139,7 @@ class GptOss(nn.Module):
         input_ids ``(B, T)``; returns logits ``(B, T, V)``.
 
     Example:
+        >>> import torch
         >>> model = GptOss(GptOssConfig(vocab_size=10, embed_dim=16, num_layers=2, sliding_window=2))
         >>> model.config.layer_types, [block.attn.window for block in model.blocks]
         (('sliding_attention', 'full_attention'), [2, None])
@@ -186,18 +184,6 @@ class GptOss(nn.Module):
         )
         norms = RMSNorm(c.embed_dim, eps=c.norm_eps), RMSNorm(c.embed_dim, eps=c.norm_eps)
         return PreNormDecoderBlock(attention, experts, *norms)
-
-    def forward(self, input_ids: torch.Tensor, *, kv_cache: KVCache | None = None) -> torch.Tensor:
-        check_token_ids("input_ids", input_ids, self.config.vocab_size)
-        if kv_cache is not None and len(kv_cache.layers) != len(self.blocks):
-            raise ValueError(
-                f"kv_cache: expected {len(self.blocks)} layers (attn_edu.generation.new_cache(model) builds one), "
-                f"got {len(kv_cache.layers)}"
-            )
-        x = self.token_embedding(input_ids)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layers[i])  # (B, T, C)
-        return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     @classmethod
     def from_hf(cls, model: Any) -> GptOss:

@@ -78,7 +78,30 @@ class LlamaConfig:
             )
 
 
-class Llama(nn.Module):
+class RotaryDecoder(nn.Module):
+    """The forward pass of every decoder here that has no position table (Llama, :class:`attn_edu.models.GptOss`,
+    :class:`attn_edu.models.Qwen3Next`): token embedding, then each block with its layer of the cache, then the
+    final norm and the output head. Positions need no code here: each attention reads its cache's ``seq_len`` as
+    the RoPE offset. A subclass builds ``token_embedding``, ``blocks``, ``final_norm``, ``lm_head`` and ``config``.
+
+    Shapes:
+        input_ids ``(B, T)``; returns logits ``(B, T, V)``.
+    """
+
+    def forward(self, input_ids: torch.Tensor, *, kv_cache: KVCache | None = None) -> torch.Tensor:
+        check_token_ids("input_ids", input_ids, self.config.vocab_size)
+        if kv_cache is not None and len(kv_cache.layers) != len(self.blocks):
+            raise ValueError(
+                f"kv_cache: expected {len(self.blocks)} layers (attn_edu.generation.new_cache(model) builds one), "
+                f"got {len(kv_cache.layers)}"
+            )
+        x = self.token_embedding(input_ids)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layers[i])  # (B, T, C)
+        return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+
+class Llama(RotaryDecoder):
     """Llama-style causal language model: RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases.
 
     One :class:`attn_edu.rope.RotaryEmbedding` (it has no weights) is shared by every layer's
@@ -128,14 +151,6 @@ class Llama(nn.Module):
         init_normal_(self)
         if c.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
-
-    def forward(self, input_ids: torch.Tensor, *, kv_cache: KVCache | None = None) -> torch.Tensor:
-        check_token_ids("input_ids", input_ids, self.config.vocab_size)
-        x = self.token_embedding(input_ids)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            # Positions need no code here: each attention reads its cache's seq_len as the RoPE offset.
-            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layers[i])  # (B, T, C)
-        return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     @classmethod
     def from_hf(cls, model: Any) -> Llama:

@@ -41,23 +41,20 @@ Shapes:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
 from torch import nn
 
-from attn_edu._validate import check_head_dim, check_positive_int, check_token_ids
+from attn_edu._validate import check_head_dim, check_positive_int
 from attn_edu.blocks import PreNormDecoderBlock, RMSNorm, SwiGLUFeedForward, init_normal_
 from attn_edu.delta_rule import GatedDeltaNet
 from attn_edu.gating import OutputGate
+from attn_edu.models.llama import RotaryDecoder
 from attn_edu.moe import MoEFeedForward
 from attn_edu.multihead import MultiHeadAttention
 from attn_edu.qk_norm import QKNorm
 from attn_edu.rope import RotaryEmbedding
 from attn_edu.rope_scaling import RopeScaling
-
-if TYPE_CHECKING:
-    from attn_edu.kv_cache import KVCache
 
 LINEAR, FULL = "linear_attention", "full_attention"  # the two layer types (transformers spells them so too)
 
@@ -170,7 +167,7 @@ class Qwen3NextConfig:
         return int(self.head_dim * self.partial_rotary_factor)
 
 
-class Qwen3Next(nn.Module):
+class Qwen3Next(RotaryDecoder):
     """Qwen3-Next: Gated DeltaNet and gated attention layers (3:1), zero-centred norms, experts with a shared one.
 
     One :class:`attn_edu.rope.RotaryEmbedding` (partial: ``config.rotary_dim`` of ``D``) serves every attention
@@ -185,6 +182,7 @@ class Qwen3Next(nn.Module):
         input_ids ``(B, T)``; returns logits ``(B, T, V)``.
 
     Example:
+        >>> import torch
         >>> model = Qwen3Next(Qwen3NextConfig(vocab_size=10, embed_dim=32, num_layers=4))
         >>> [type(block.attn).__name__ for block in model.blocks]
         ['GatedDeltaNet', 'GatedDeltaNet', 'GatedDeltaNet', 'MultiHeadAttention']
@@ -249,18 +247,6 @@ class Qwen3Next(nn.Module):
         c = self.config
         norms = [RMSNorm(c.embed_dim, c.norm_eps, zero_centred=True) for _ in range(2)]
         return PreNormDecoderBlock(self._mixer(i), self._ffn(i), *norms)
-
-    def forward(self, input_ids: torch.Tensor, *, kv_cache: KVCache | None = None) -> torch.Tensor:
-        check_token_ids("input_ids", input_ids, self.config.vocab_size)
-        if kv_cache is not None and len(kv_cache.layers) != len(self.blocks):
-            raise ValueError(
-                f"kv_cache: expected {len(self.blocks)} layers (attn_edu.generation.new_cache(model) builds one), "
-                f"got {len(kv_cache.layers)}"
-            )
-        x = self.token_embedding(input_ids)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layers[i])  # (B, T, C)
-        return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     @classmethod
     def from_hf(cls, model: Any) -> Qwen3Next:
