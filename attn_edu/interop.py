@@ -74,6 +74,24 @@ def _norm(prefix: str, hf_norm: nn.Module) -> StateDict:
     return _linear(prefix, hf_norm.weight, getattr(hf_norm, "bias", None))
 
 
+def _decoder_ends(model: Any) -> StateDict:
+    """The token embedding, final norm and output head of a ``...ForCausalLM`` (a tied head is the same tensor)."""
+    base = model.model
+    ends = {"token_embedding": base.embed_tokens, "final_norm": base.norm, "lm_head": model.lm_head}
+    return {f"{ours}.weight": theirs.weight for ours, theirs in ends.items()}
+
+
+def _attention_projections(prefix: str, attn: nn.Module, *, q: bool = True) -> StateDict:
+    """q (unless ``q=False``), k, v and output projections of an HF attention, with their biases if any."""
+    names = {"q_proj": "q_proj"} if q else {}
+    names |= {"k_proj": "k_proj", "v_proj": "v_proj", "out_proj": "o_proj"}
+    state: StateDict = {}
+    for ours, theirs in names.items():
+        layer = getattr(attn, theirs)
+        state |= _linear(f"{prefix}.{ours}", layer.weight, layer.bias)
+    return state
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(f"model: {message}")
@@ -259,19 +277,12 @@ def llama_from_hf(model: Any) -> Llama:
     )
     config = llama_config_from_hf(model.config)
     base = model.model
-    state: StateDict = {
-        "token_embedding.weight": base.embed_tokens.weight,
-        "final_norm.weight": base.norm.weight,
-        "lm_head.weight": model.lm_head.weight,
-    }
+    state = _decoder_ends(model)
     for i, layer in enumerate(base.layers):
         p = f"blocks.{i}"
         attn, mlp = layer.self_attn, layer.mlp
         state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
-        state |= _linear(f"{p}.attn.q_proj", attn.q_proj.weight)
-        state |= _linear(f"{p}.attn.k_proj", attn.k_proj.weight)
-        state |= _linear(f"{p}.attn.v_proj", attn.v_proj.weight)
-        state |= _linear(f"{p}.attn.out_proj", attn.o_proj.weight)
+        state |= _attention_projections(f"{p}.attn", attn)
         state |= _norm(f"{p}.ffn_norm", layer.post_attention_layernorm)
         state |= _linear(f"{p}.ffn.gate_proj", mlp.gate_proj.weight)
         state |= _linear(f"{p}.ffn.up_proj", mlp.up_proj.weight)
@@ -362,19 +373,12 @@ def gpt_oss_from_hf(model: Any) -> GptOss:
     )
     config = gpt_oss_config_from_hf(model.config)
     base = model.model
-    state: StateDict = {
-        "token_embedding.weight": base.embed_tokens.weight,
-        "final_norm.weight": base.norm.weight,
-        "lm_head.weight": model.lm_head.weight,
-    }
+    state = _decoder_ends(model)
     for i, layer in enumerate(base.layers):
         p = f"blocks.{i}"
         attn, mlp = layer.self_attn, layer.mlp
         state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
-        state |= _linear(f"{p}.attn.q_proj", attn.q_proj.weight, attn.q_proj.bias)
-        state |= _linear(f"{p}.attn.k_proj", attn.k_proj.weight, attn.k_proj.bias)
-        state |= _linear(f"{p}.attn.v_proj", attn.v_proj.weight, attn.v_proj.bias)
-        state |= _linear(f"{p}.attn.out_proj", attn.o_proj.weight, attn.o_proj.bias)
+        state |= _attention_projections(f"{p}.attn", attn)
         state[f"{p}.attn.attention_fn.sinks"] = attn.sinks  # (H,)
         state |= _norm(f"{p}.ffn_norm", layer.post_attention_layernorm)
         state |= _linear(f"{p}.ffn.router.gate", mlp.router.weight, mlp.router.bias)  # (E, C), (E,)
@@ -435,9 +439,7 @@ def _qwen3_next_attention(prefix: str, attn: Any, H: int, D: int) -> StateDict:
     for name, rows in (("q_proj", slice(0, D)), ("output_gate.proj", slice(D, 2 * D))):
         cut_bias = None if bias is None else bias.view(H, 2 * D)[:, rows].reshape(H * D)  # (H·D,)
         state |= _linear(f"{prefix}.{name}", weight[:, rows].reshape(H * D, -1), cut_bias)  # (H·D, C)
-    for ours, theirs in (("k_proj", attn.k_proj), ("v_proj", attn.v_proj), ("out_proj", attn.o_proj)):
-        state |= _linear(f"{prefix}.{ours}", theirs.weight, theirs.bias)
-    return state
+    return state | _attention_projections(prefix, attn, q=False)
 
 
 def _qwen3_next_moe(prefix: str, mlp: Any) -> StateDict:
@@ -459,11 +461,7 @@ def qwen3_next_from_hf(model: Any) -> Qwen3Next:
         "Qwen3Next.from_hf expects a Qwen3NextForCausalLM (its config has linear_num_value_heads)",
     )
     config, base = qwen3_next_config_from_hf(model.config), model.model
-    state: StateDict = {
-        "token_embedding.weight": base.embed_tokens.weight,
-        "final_norm.weight": base.norm.weight,  # zero-centred on both sides
-        "lm_head.weight": model.lm_head.weight,
-    }
+    state = _decoder_ends(model)  # the final norm is zero-centred on both sides
     for i, layer in enumerate(base.layers):
         p = f"blocks.{i}"
         state |= _norm(f"{p}.attn_norm", layer.input_layernorm)
