@@ -80,6 +80,27 @@ def test_regions_become_not_implemented(solution: Path, exercise: Path) -> None:
     assert "google.colab" in first.source and "%pip install" in first.source
 
 
+def test_a_stub_runs_its_scaffold_to_the_last_part_before_it_raises() -> None:
+    """Several regions in one cell: the earlier ones become ``pass``, so the given code between them still runs and
+    the stub raises at its last part, not before its own scaffold (12.6 computes D = rowsum(dO ∘ O), then loops)."""
+    from attn_edu.grading.generate import _strip_cell
+
+    source = (
+        "# Exercise 12.6: the task\ndef f(log):\n    ### BEGIN SOLUTION\n    total = 0\n    ### END SOLUTION\n"
+        "    log.append('scaffold')\n    for i in range(2):\n        ### BEGIN SOLUTION\n        total += i\n"
+        "        ### END SOLUTION\n    return total"
+    )
+    stub, exercise_id, _, regions = _strip_cell(source, lambda line: f"line {line}")
+    assert (exercise_id, regions) == ("12.6", 2)
+    assert "    pass  # Exercise 12.6, part 1 of 2: your code here" in stub
+    namespace: dict = {}
+    exec(stub, namespace)
+    log: list[str] = []
+    with pytest.raises(NotImplementedError, match="Exercise 12.6: the task"):
+        namespace["f"](log)
+    assert log == ["scaffold"]  # the given code after the first part ran before the stub raised
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Marker errors name the file, the cell and the line
 

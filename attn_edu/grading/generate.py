@@ -12,7 +12,8 @@ The ``# Exercise NN.k: <task>`` line names the exercise and its one-line task (o
 id prefix = the notebook's number). A concept question's cell starts ``# Question NN.qk: <task>`` and its
 region holds the answer (``answer_qk = "b"``); the exercise notebook gets ``answer_qk = ...`` in its place. Every region from ``### BEGIN SOLUTION`` to ``### END SOLUTION``,
 markers included, becomes ``raise NotImplementedError("Exercise NN.k: <task>")`` at the indentation of
-the BEGIN line. Outputs and execution counts are cleared and the JSON is written the way Jupyter writes
+the BEGIN line; in a cell with several regions every region but the last becomes ``pass  # Exercise NN.k, part
+i of n: your code here``, so that the stub runs through its given scaffold to the last part before it raises. Outputs and execution counts are cleared and the JSON is written the way Jupyter writes
 it, so building twice gives identical files. Nested, unclosed or stray markers, a region outside an
 exercise cell, and an exercise without a check (:mod:`attn_edu.grading.checks`) or without a
 ``check("NN.k", ...)`` call stop the build with the file, cell and line.
@@ -58,6 +59,7 @@ def _strip_cell(source: str, loc: Callable[[int], str]) -> tuple[str, str | None
     out: list[str] = []
     opened: int | None = None
     regions = 0
+    total = sum(line.strip() == BEGIN for line in lines)  # regions in this cell
     for lineno, line in enumerate(lines, 1):
         stripped = line.strip()
         found = EXERCISE_LINE.match(stripped)
@@ -80,6 +82,10 @@ def _strip_cell(source: str, loc: Callable[[int], str]) -> tuple[str, str | None
                 name = question.variable_name if question else "answer_" + exercise_id.split(".")[1]
                 form = question.form() if question else "your answer"
                 out.append(f"{indent}{name} = ...  # your answer: {form}")
+            elif regions < total - 1:  # an earlier part: the scaffold after it must still run
+                out.append(
+                    f"{indent}pass  # Exercise {exercise_id}, part {regions + 1} of {total}: your code here"
+                )
             else:
                 message = json.dumps(f"Exercise {exercise_id}: {task}", ensure_ascii=False)
                 out.append(f"{indent}raise NotImplementedError({message})")
