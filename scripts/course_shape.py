@@ -22,7 +22,7 @@ The shape every course notebook follows:
   skim it: reviewers who read to find defects manage 150–500 lines an hour (SmartBear's study of Cisco's code
   reviews, 2006, advises under 500), and a learner whose prose has just said what the code does reads faster
   than a reviewer hunting bugs, but not by much. The budget: at most 25 minutes (notebook 00: 15), and the
-  fourteen cores together at most five hours.
+  fifteen cores together at most five hours.
 * **Optional sections** follow the summary. Each starts a markdown cell with
   ``## Going deeper (optional): <title>`` and, on its next line, ``*Why read it:* <one line>``. Nothing but
   optional sections comes after the summary.
@@ -47,7 +47,7 @@ CORE_WORDS = 2500
 CORE_WORDS_FIRST = 1500  # notebook 00: a welcome, not a lecture
 MAX_CORE_MINUTES = 25
 MAX_CORE_MINUTES_FIRST = 15
-MAX_FIRST_PASS_MINUTES = 300  # the fourteen cores
+MAX_FIRST_PASS_MINUTES = 300  # the fifteen cores
 
 TITLE_RE = re.compile(r"^# (\d\d) · \S")
 GOALS_RE = re.compile(r"^\*\*You will be able to:\*\*\s*$")

@@ -22,6 +22,7 @@ from attn_edu.grading.checks import (
     interp,
     kv_cache,
     masks,
+    model_cards,
     multihead,
     positional,
     recurrent,
@@ -40,6 +41,7 @@ from attn_edu.grading.questions import flash as flash_questions
 from attn_edu.grading.questions import interp as interp_questions
 from attn_edu.grading.questions import kv_cache as kv_cache_questions
 from attn_edu.grading.questions import masks as masks_questions
+from attn_edu.grading.questions import model_cards as model_cards_questions
 from attn_edu.grading.questions import multihead as multihead_questions
 from attn_edu.grading.questions import positional as positional_questions
 from attn_edu.grading.questions import retrieval as retrieval_questions
@@ -47,7 +49,7 @@ from attn_edu.grading.questions import rope as rope_questions
 from attn_edu.grading.questions import scaling as scaling_questions
 from attn_edu.grading.questions import start as start_questions
 
-CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (the demonstration) ... 13.*
+CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (the demonstration) ... 14.*
     start,
     retrieval,
     attention,
@@ -65,9 +67,10 @@ CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (th
     flash,
     triton_kernels,
     interp,
+    model_cards,
 )
 
-QUESTION_MODULES: tuple[ModuleType, ...] = (  # in course order: 00.q1 (the demonstration) ... 13.q*
+QUESTION_MODULES: tuple[ModuleType, ...] = (  # in course order: 00.q1 (the demonstration) ... 14.q*
     start_questions,
     retrieval_questions,
     attention_questions,
@@ -82,6 +85,7 @@ QUESTION_MODULES: tuple[ModuleType, ...] = (  # in course order: 00.q1 (the demo
     efficient_questions,
     flash_questions,
     interp_questions,
+    model_cards_questions,
 )
 
 

@@ -27,6 +27,7 @@ The files, by kind of figure in course order (import every name from here:
     training.py      plot_loss_bands, moving_average (median and band over seeds)  (nb 08)
     decoding.py      plot_decode_times, plot_cache_vs_weights, plot_sampling_rules  (nb 10)
     induction.py     plot_training_loss, plot_loss_by_repeat (a model learning to copy) (nb 13)
+    model_cards.py   plot_layer_kinds, KIND_COLORS (whole models' layers by kind)   (nb 14)
 
 matplotlib draws every figure; seaborn draws the histograms and the bands over runs.
 """
@@ -75,6 +76,7 @@ from attn_edu.viz.flash import (
 from attn_edu.viz.training import moving_average, plot_loss_bands
 from attn_edu.viz.decoding import plot_cache_vs_weights, plot_decode_times, plot_sampling_rules
 from attn_edu.viz.induction import plot_loss_by_repeat, plot_training_loss
+from attn_edu.viz.model_cards import KIND_COLORS, plot_layer_kinds
 # isort: on
 
 __all__ = [
@@ -117,4 +119,6 @@ __all__ = [
     "plot_sampling_rules",
     "plot_training_loss",
     "plot_loss_by_repeat",
+    "KIND_COLORS",
+    "plot_layer_kinds",
 ]

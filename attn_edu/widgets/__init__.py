@@ -25,6 +25,7 @@ The files, in course order (import every name from here: ``from attn_edu.widgets
     sparse.py      sparse_pattern_explorer                           (nb 11)
     flash.py       online_softmax_explorer, ONLINE_SOFTMAX_SCORES    (nb 12)
     ablation.py    ablation_explorer                                 (nb 13)
+    model_cards.py cache_explorer                                    (nb 14)
 
 The core library never imports this package (the core knows no screen).
 """
@@ -45,6 +46,7 @@ from attn_edu.widgets.sampling import sampling_explorer
 from attn_edu.widgets.sparse import sparse_pattern_explorer
 from attn_edu.widgets.flash import ONLINE_SOFTMAX_SCORES, online_softmax_explorer
 from attn_edu.widgets.ablation import ablation_explorer
+from attn_edu.widgets.model_cards import cache_explorer
 # isort: on
 
 __all__ = [
@@ -66,4 +68,5 @@ __all__ = [
     "ONLINE_SOFTMAX_SCORES",
     "online_softmax_explorer",
     "ablation_explorer",
+    "cache_explorer",
 ]

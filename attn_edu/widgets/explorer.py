@@ -1,6 +1,6 @@
 """The framework every explorer shares: controls, a pure view, and the figure shown in an Output.
 
-Used by every notebook (00-13) through the explorer files of :mod:`attn_edu.widgets`. An
+Used by every notebook (00-14) through the explorer files of :mod:`attn_edu.widgets`. An
 :class:`Explorer` holds the ipywidgets controls, calls its *view* function whenever a control moves,
 keeps the numbers (``state``) and the figure the view returned, and shows the figure in an
 :class:`ipywidgets.Output`. The view does the work with :mod:`attn_edu` and :mod:`attn_edu.viz`; the

@@ -122,7 +122,7 @@ def _resolves(url: str) -> bool:
 def test_every_page_reads_offline_with_equations_pictures_and_links(browser, site: dict) -> None:  # noqa: ANN001
     root: Path = site["root"]
     course, exercises = _notebooks("course"), _notebooks("exercises")
-    assert len(course) == 14 and len(exercises) == 13
+    assert len(course) == 15 and len(exercises) == 14
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     outside: list[str] = []
