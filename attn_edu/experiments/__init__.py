@@ -12,6 +12,7 @@ in a notebook.
     previous_token         separate vs tied query and key maps, taught to read the previous token (notebook 02)
     induction_heads        a two-layer attention-only model that grows induction heads (trained in notebook 05)
     finetune               a pretrained encoder fine-tuned against its frozen features (its run's record shipped)
+    scaling_runs           notebook 03's lookup head trained at three score scales and with QK-norm (record shipped)
 
 The wing is a floor above the architectures and the interop: it uses the models, the training loop and the
 data, and nothing below it imports it (the benchmarks, :mod:`attn_edu.bench`, may). :mod:`.shipped` is the one
