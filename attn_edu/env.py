@@ -6,6 +6,12 @@ with the command that fixes it. Exit code 0 when every required package is prese
 
 Optional packages are looked up without being imported, so the check stays fast and never
 imports Triton.
+
+In a checkout of the repository each package is also compared with ``requirements/lock.txt``, the exact
+versions ``make lab`` and ``make test`` install and test, with which every stored notebook output was computed: a
+line marked DIFFERS names the lock's version and what a difference means (outputs that differ in their last
+digits, or a cell that fails). An install without the repository (from PyPI, or Colab's install cell) has no lock
+to compare with, and says so.
 """
 
 from __future__ import annotations
@@ -13,10 +19,17 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import platform
+import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 PIN_TORCH = "2.13.0"  # what `make lab` / `make test` install (see the Makefile)
+LOCK = Path(__file__).resolve().parents[1] / "requirements" / "lock.txt"  # in a checkout of the repository
+DIFFERS_MEANS = (
+    "the stored outputs were computed with the lock's version: yours may differ in their last digits, or a "
+    "cell may fail; `make lab` (or `pip install -c requirements/lock.txt -e .`) installs the lock's versions"
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,51 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _package_check(module: str, dist: str, minimum: str, required: bool, why: str) -> Check:
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_versions(path: Path = LOCK) -> dict[str, str]:
+    """The exact versions a lock file (``name==version`` lines, each with an optional ``; marker``) pins for this
+    machine, by normalised distribution name: lines whose marker does not hold here (Triton on macOS, another
+    Python) are left out. ``{}`` when there is no such file.
+
+    Example:
+        >>> import tempfile
+        >>> lock = Path(tempfile.mkdtemp()) / "lock.txt"
+        >>> _ = lock.write_text("numpy==2.4.6\\n    # via attn-edu\\ntriton==3.9.0 ; sys_platform == 'nowhere'\\n")
+        >>> locked_versions(lock)
+        {'numpy': '2.4.6'}
+    """
+    if not path.is_file():
+        return {}
+    try:
+        from packaging.markers import Marker
+    except ImportError:  # packaging comes with pip and Jupyter; without it, lines with a marker are skipped
+        Marker = None  # noqa: N806
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        requirement, _, marker = line.split("#", 1)[0].partition(";")
+        name, sep, version = requirement.strip().partition("==")
+        if not sep:
+            continue
+        if marker.strip() and (Marker is None or not Marker(marker.strip()).evaluate()):
+            continue
+        pins[_normalised(name)] = version.strip()
+    return pins
+
+
+def _lock_check(dist: str, version: str, pins: dict[str, str], module: str) -> Check:
+    """``OK`` when the installed version is the lock's (a local build tag such as ``+cpu`` aside), else DIFFERS."""
+    pinned = pins.get(_normalised(dist))
+    if pinned is None or version.split("+")[0] == pinned:
+        return Check(module, "OK", version)
+    return Check(module, "DIFFERS", f"{version}, the lock has {pinned}", DIFFERS_MEANS)
+
+
+def _package_check(
+    module: str, dist: str, minimum: str, required: bool, why: str, pins: dict[str, str] | None = None
+) -> Check:
     if importlib.util.find_spec(module) is None:
         if module == "triton" and sys.platform != "linux":
             fix = "Triton has Linux wheels only: notebook 12 then runs the PyTorch twin attn_edu.flash.tiled_attention"
@@ -75,11 +132,11 @@ def _package_check(module: str, dist: str, minimum: str, required: bool, why: st
         return Check(
             module, status, f"{version} is older than {minimum}", f'pip install -U "{dist}>={minimum}"'
         )
-    return Check(module, "OK", version)
+    return _lock_check(dist, version, pins or {}, module)
 
 
-def check_environment() -> list[Check]:
-    """Every check, in the order the report prints them."""
+def check_environment(lock: Path = LOCK) -> list[Check]:
+    """Every check, in the order the report prints them; each installed package is compared with ``lock``."""
     checks = [
         Check(
             "python",
@@ -88,7 +145,20 @@ def check_environment() -> list[Check]:
             "" if sys.version_info >= (3, 10) else "install Python 3.10 or newer (3.11 recommended)",
         )
     ]
-    checks += [_package_check(*spec) for spec in PACKAGES]
+    pins = locked_versions(lock)
+    checks += [_package_check(*spec, pins=pins) for spec in PACKAGES]
+    if not pins:
+        checks.append(
+            Check("lock", "OK", "no requirements/lock.txt here (not a checkout): versions not compared")
+        )
+    else:
+        differ = [c.name for c in checks if c.status == "DIFFERS"]
+        detail = (
+            f"{len(differ)} of the packages above differ from it"
+            if differ
+            else "every package above is its version"
+        )
+        checks.append(Check("lock", "OK" if not differ else "DIFFERS", f"requirements/lock.txt: {detail}"))
     if importlib.util.find_spec("torch") is not None:
         import torch
 

@@ -1,7 +1,8 @@
 """Where the course lives online, held in one place: the repository's public URL and the links made from it.
 
 The README's "Open in Colab" and "Launch Binder" badges, the website's buttons (``make site``) and the
-install line in every notebook's first cell (``%pip install "attn-edu[...] @ git+<URL>"``, run on Colab only)
+install line in every notebook's first cell (``%pip install -c <lock> "attn-edu[...] @ git+<URL>"``, run on Colab
+only, with the repository's ``requirements/lock.txt`` as constraints)
 all come from :data:`REPOSITORY`, and so does the README's Gradescope ``setup.sh``; ``tests/test_links.py``
 fails when one of them does not. A fork sets :data:`REPOSITORY` to its own URL and runs ``python -m
 attn_edu.links --write``, which rewrites those links in the README and the notebooks' install lines (nothing
@@ -28,6 +29,10 @@ BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
 # The package installed from the repository (a notebook's first cell, the README's Gradescope setup.sh):
 # "attn-edu[interop,triton] @ git+<URL>" (or without extras), whatever URL it holds today.
 INSTALL_SPEC = re.compile(r'(attn-edu(?:\[[\w,]*\])? @ git\+)(https://[^"\s]+)')
+# The lock file (requirements/lock.txt) as raw text on GitHub, whatever repository and branch the URL names today:
+# the install lines pass it to pip as constraints (-c), so Colab and Gradescope install the tested versions.
+LOCK_PATH = "requirements/lock.txt"
+LOCK_URL = re.compile(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[\w.-]+/requirements/lock\.txt")
 # A README badge pair for one notebook, whatever URLs it holds today.
 BADGE_PAIR = re.compile(
     r"\[!\[Colab\]\([^)]*\)\]\([^)]*\) \[!\[Binder\]\([^)]*\)\]\([^)]*?labpath=([^)&]+)\)"
@@ -67,19 +72,30 @@ def source_url(path: str) -> str:
     return f"{REPOSITORY}/blob/{BRANCH}/{path}"
 
 
+def lock_url() -> str:
+    """The lock file's raw text on GitHub, which pip reads as constraints (``pip install -c URL ...``).
+
+    Example:
+        >>> lock_url()
+        'https://raw.githubusercontent.com/attn-edu/attn-edu/main/requirements/lock.txt'
+    """
+    return f"https://raw.githubusercontent.com/{_owner_repo()}/{BRANCH}/{LOCK_PATH}"
+
+
 def badges(path: str) -> str:
     """The README's two badges (Markdown) for the notebook at ``path``."""
     return f"[![Colab]({COLAB_BADGE})]({colab_url(path)}) [![Binder]({BINDER_BADGE})]({binder_url(path)})"
 
 
 def install_line(line: str) -> str:
-    """``line`` with every ``attn-edu[...] @ git+URL`` installing from :data:`REPOSITORY`.
+    """``line`` with every ``attn-edu[...] @ git+URL`` installing from :data:`REPOSITORY`, and every lock URL
+    reading :data:`REPOSITORY`'s lock.
 
     Example:
         >>> install_line('%pip install -q "attn-edu[interop] @ git+https://github.com/someone/fork"')
         '%pip install -q "attn-edu[interop] @ git+https://github.com/attn-edu/attn-edu"'
     """
-    return INSTALL_SPEC.sub(lambda m: m.group(1) + REPOSITORY, line)
+    return LOCK_URL.sub(lock_url(), INSTALL_SPEC.sub(lambda m: m.group(1) + REPOSITORY, line))
 
 
 def readme_with_links(text: str) -> str:

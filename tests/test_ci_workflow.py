@@ -52,3 +52,14 @@ def test_make_targets_used_by_the_workflow_exist():
     targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M))
     used = set(re.findall(r"\bmake ([\w-]+)", WORKFLOW.read_text()))
     assert used and used <= targets, f"unknown make targets: {sorted(used - targets)}"
+
+
+def test_a_scheduled_job_tries_the_newest_releases(workflow):
+    triggers = workflow.get("on", workflow.get(True))
+    assert triggers["schedule"] and re.fullmatch(
+        r"[\d*]+ [\d*]+ [\d*]+ [\d*]+ [\d*]+", triggers["schedule"][0]["cron"]
+    )
+    job = workflow["jobs"]["drift"]
+    assert re.search(r"^make drift\b", _commands(job), re.M) and "schedule" in job["if"]
+    for name in ("test", "no-triton"):  # the schedule runs the drift job alone
+        assert workflow["jobs"][name]["if"] == "github.event_name != 'schedule'"

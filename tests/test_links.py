@@ -81,10 +81,12 @@ def test_write_moves_every_link_to_a_new_setting(tmp_path: Path, monkeypatch: py
     )
     assert "mybinder.org/v2/gh/someone/attn-edu-fork/main?labpath=course%2F04_masks.ipynb" in new_readme
     badges = 2 * len(list((ROOT / "course").glob("*.ipynb")))
-    assert new_readme.count("someone/attn-edu-fork") == badges + 1  # and the Gradescope setup.sh
+    assert new_readme.count("someone/attn-edu-fork") == badges + 2  # and the Gradescope setup.sh's two
     assert _repositories(new_readme) == {"someone/attn-edu-fork"}
     for name in ("course/04_masks.ipynb", "solutions/04_masks.ipynb"):  # byte for byte, but the URL
         before, after = ((root / name).read_text(encoding="utf-8") for root in (ROOT, tmp_path))
-        assert after == before.replace(f"git+{upstream}", "git+https://github.com/someone/attn-edu-fork")
+        fork_lock = "https://raw.githubusercontent.com/someone/attn-edu-fork/main/requirements/lock.txt"
+        moved = before.replace(f"git+{upstream}", "git+https://github.com/someone/attn-edu-fork")
+        assert after == links.LOCK_URL.sub(fork_lock, moved)
         assert after != before
     assert links.write(tmp_path) == []  # already moved
