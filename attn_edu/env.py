@@ -71,6 +71,20 @@ def _normalised(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def lock_entries(path: Path = LOCK) -> list[tuple[str, str, str]]:
+    """Every pin of a lock file, ``(normalised name, version, marker)`` (``""`` when unmarked), whatever machine
+    its marker is for; ``[]`` when there is no such file."""
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        requirement, _, marker = line.split("#", 1)[0].partition(";")
+        name, sep, version = requirement.strip().partition("==")
+        if sep:
+            entries.append((_normalised(name), version.strip(), marker.strip()))
+    return entries
+
+
 def locked_versions(path: Path = LOCK) -> dict[str, str]:
     """The exact versions a lock file (``name==version`` lines, each with an optional ``; marker``) pins for this
     machine, by normalised distribution name: lines whose marker does not hold here (Triton on macOS, another
@@ -83,22 +97,15 @@ def locked_versions(path: Path = LOCK) -> dict[str, str]:
         >>> locked_versions(lock)
         {'numpy': '2.4.6'}
     """
-    if not path.is_file():
-        return {}
     try:
         from packaging.markers import Marker
     except ImportError:  # packaging comes with pip and Jupyter; without it, lines with a marker are skipped
         Marker = None  # noqa: N806
-    pins = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        requirement, _, marker = line.split("#", 1)[0].partition(";")
-        name, sep, version = requirement.strip().partition("==")
-        if not sep:
-            continue
-        if marker.strip() and (Marker is None or not Marker(marker.strip()).evaluate()):
-            continue
-        pins[_normalised(name)] = version.strip()
-    return pins
+    return {
+        name: version
+        for name, version, marker in lock_entries(path)
+        if not marker or (Marker is not None and Marker(marker).evaluate())
+    }
 
 
 def _lock_check(dist: str, version: str, pins: dict[str, str], module: str) -> Check:

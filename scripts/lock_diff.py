@@ -3,22 +3,19 @@ or was removed between two lock files (all markers counted, not only this machin
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from attn_edu.env import lock_entries  # noqa: E402
+
 
 def pins(path: Path) -> dict[str, str]:
-    found = {}
-    if not path.is_file():
-        return found
-    for line in path.read_text(encoding="utf-8").splitlines():
-        requirement, _, marker = line.split("#", 1)[0].partition(";")
-        name, sep, version = requirement.strip().partition("==")
-        if sep:
-            key = re.sub(r"[-_.]+", "-", name).lower() + (f" ; {marker.strip()}" if marker.strip() else "")
-            found[key] = version.strip()
-    return found
+    """``{"name ; marker": version}`` for every line of the lock, each platform's line apart."""
+    return {
+        name + (f" ; {marker}" if marker else ""): version for name, version, marker in lock_entries(path)
+    }
 
 
 def main(argv: list[str]) -> int:
