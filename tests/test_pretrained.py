@@ -58,6 +58,73 @@ def test_sentence_embeddings_put_a_paraphrase_closer_than_an_unrelated_sentence(
 
 
 @needs_minilm
+def test_load_minilm_reads_the_files_into_the_same_weights_as_transformers(minilm) -> None:
+    _, from_hf, _ = minilm
+    ours, _ = pretrained.load_minilm()
+    theirs = from_hf.state_dict()
+    assert list(ours.state_dict()) == list(theirs)
+    for name, tensor in ours.state_dict().items():
+        assert torch.equal(tensor, theirs[name]), name
+    assert not ours.training
+
+
+@needs_minilm
+def test_wordpiece_gives_bert_tokenizer_fast_s_ids_on_real_and_awkward_text(minilm) -> None:
+    from attn_edu.data import paraphrase_triples
+    from attn_edu.experiments.finetune import documentation_sentences
+
+    _, _, theirs = minilm
+    _, ours = pretrained.load_minilm()
+    awkward = [
+        "Héllo wörld!! 東京 naïve café: “quotes”",
+        "  spaces\tand\nnewlines ",
+        "[CLS] [MASK] x",
+        "a " * 300,
+    ]
+    texts = (
+        SENTENCES
+        + awkward
+        + documentation_sentences()[:200]
+        + [t for row in paraphrase_triples() for t in row]
+    )
+    for start in range(0, len(texts), 40):  # batches of different widths, the 300-word one past 128 tokens
+        batch = texts[start : start + 40]
+        got, expected = (
+            ours(batch, padding=True, return_tensors="pt"),
+            theirs(batch, padding=True, return_tensors="pt"),
+        )
+        assert set(got) == set(expected)
+        for name in got:
+            assert torch.equal(got[name], expected[name]), (name, batch)
+    for text in SENTENCES + awkward:
+        ids = theirs(text)["input_ids"]
+        assert ours.tokenize(text) == theirs.tokenize(text)
+        assert ours.convert_ids_to_tokens(ids) == theirs.convert_ids_to_tokens(ids)
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+    for name in [
+        "cls_token_id",
+        "sep_token_id",
+        "pad_token_id",
+        "mask_token_id",
+        "unk_token_id",
+        "vocab_size",
+    ]:
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.all_special_tokens == theirs.all_special_tokens
+
+
+@needs_minilm
+def test_load_minilm_does_not_import_transformers() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; from attn_edu.pretrained import load_minilm; load_minilm(); print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@needs_minilm
 def test_the_installed_weights_have_the_pinned_hash() -> None:
     folder = find_minilm()
     assert pretrained.file_sha256(folder / MINILM.weights_file) == MINILM.sha256
