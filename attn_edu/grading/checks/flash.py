@@ -53,8 +53,8 @@ def _online_cases(g: torch.Generator) -> list[Case]:
 
 def _streamed(x: torch.Tensor, block_size: int, update) -> torch.Tensor:  # noqa: ANN001
     """The driver of exercise 12.1 with a given update step: stream, then normalise once."""
-    m_i = torch.full(x.shape[:-1], NEG_INF)  # (...)
-    l_i = torch.zeros(x.shape[:-1])  # (...)
+    m_i = torch.full(x.shape[:-1], NEG_INF, device=x.device)  # (...)
+    l_i = torch.zeros(x.shape[:-1], device=x.device)  # (...)
     for start in range(0, x.shape[-1], block_size):
         m_i, l_i = update(m_i, l_i, x[..., start : start + block_size])
     return torch.exp(x - m_i[..., None]) / l_i[..., None]  # (..., N)
@@ -153,18 +153,18 @@ def tiled_variant(
     S, Dv = k.shape[-2], v.shape[-1]
     scale = 1.0 if how == "no_scale" else 1 / math.sqrt(D)
     shift = 0 if how == "top_left" else S - T  # top-left: query t sees keys 0..t
-    out = torch.zeros(*batch, T, Dv)  # (..., T, Dv)
+    out = torch.zeros(*batch, T, Dv, device=q.device)  # (..., T, Dv)
     for q_start in range(0, T, block_q):
         q_block = q[..., q_start : q_start + block_q, :]  # (..., bq, D)
-        rows = torch.arange(q_start, q_start + q_block.shape[-2])
-        m_i = torch.full((*batch, len(rows)), NEG_INF)  # (..., bq)
-        l_i = torch.zeros(*batch, len(rows))  # (..., bq)
-        acc = torch.zeros(*batch, len(rows), Dv)  # (..., bq, Dv)
+        rows = torch.arange(q_start, q_start + q_block.shape[-2], device=q.device)
+        m_i = torch.full((*batch, len(rows)), NEG_INF, device=q.device)  # (..., bq)
+        l_i = torch.zeros(*batch, len(rows), device=q.device)  # (..., bq)
+        acc = torch.zeros(*batch, len(rows), Dv, device=q.device)  # (..., bq, Dv)
         for k_start in range(0, S, block_k):
             k_block = k[..., k_start : k_start + block_k, :]  # (..., bk, D)
             v_block = v[..., k_start : k_start + block_k, :]  # (..., bk, Dv)
             scores = q_block @ k_block.transpose(-2, -1) * scale  # (..., bq, bk)
-            cols = torch.arange(k_start, k_start + k_block.shape[-2])
+            cols = torch.arange(k_start, k_start + k_block.shape[-2], device=q.device)
             hidden = (cols[None, :] > rows[:, None] + shift) & is_causal  # (bq, bk) keys past the query
             scores = scores if how == "mask_after_exp" else scores.masked_fill(hidden, NEG_INF)
             if how == "per_block":  # each block's weights sum to 1 on their own
@@ -352,10 +352,10 @@ def _backward_variant(q, k, v, out, lse, grad_out, is_causal=False, block_q=16, 
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for k0 in range(0, S, block_k):
         k1 = min(k0 + block_k, S)
-        cols = torch.arange(k0, k1)
+        cols = torch.arange(k0, k1, device=q.device)
         for q0 in range(0, T, block_q):
             q1 = min(q0 + block_q, T)
-            rows = torch.arange(q0, q1)
+            rows = torch.arange(q0, q1, device=q.device)
             scores = q[..., q0:q1, :] @ k[..., k0:k1, :].transpose(-2, -1) * scale  # (..., bq, bk)
             if is_causal:
                 scores = scores.masked_fill(cols[None, :] > rows[:, None] + offset, NEG_INF)

@@ -104,8 +104,8 @@ def _streamed_lse(x: torch.Tensor, rescale: bool, fill: float) -> torch.Tensor:
     """The 12.5 kernel's loop in torch; ``rescale=False`` or ``fill=0`` are the mistakes."""
     N = x.shape[-1]
     lanes = _padded(x, math.ceil(N / LSE_BLOCK) * LSE_BLOCK, fill)  # (R, blocks * BLOCK)
-    m = torch.full((x.shape[0],), NEG_INF)
-    l = torch.zeros(x.shape[0])  # noqa: E741 - the paper's name
+    m = torch.full((x.shape[0],), NEG_INF, device=x.device)
+    l = torch.zeros(x.shape[0], device=x.device)  # noqa: E741 - the paper's name
     for start in range(0, N, LSE_BLOCK):
         block = lanes[:, start : start + LSE_BLOCK]  # (R, BLOCK)
         m_new = torch.maximum(m, block.amax(dim=-1))
@@ -271,9 +271,10 @@ def _dq_variant(q, k, v, out, grad_out, is_causal=False, *, how: str):  # noqa: 
     T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
     scale = 1 / math.sqrt(D)
     scores = q @ k.transpose(-2, -1) * scale  # (N, T, S)
-    seen = torch.ones(T, S, dtype=torch.bool).tril(S - T) if is_causal else torch.ones(T, S, dtype=torch.bool)
+    every = torch.ones(T, S, dtype=torch.bool, device=q.device)  # (T, S) on the scores' device
+    seen = every.tril(S - T) if is_causal else every
     lse = torch.logsumexp(scores.masked_fill(~seen, NEG_INF), dim=-1, keepdim=True)  # the launcher's lse
-    used = torch.ones(T, S, dtype=torch.bool).tril() if how == "top_left" and is_causal else seen
+    used = every.tril() if how == "top_left" and is_causal else seen
     p = torch.exp(scores - lse).masked_fill(~used, 0.0)  # (N, T, S)
     d_p = grad_out @ v.transpose(-2, -1)  # (N, T, S)
     delta = 0.0 if how == "no_delta" else (grad_out * out).sum(dim=-1, keepdim=True)  # (N, T, 1)
