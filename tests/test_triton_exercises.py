@@ -38,13 +38,13 @@ SOLUTION = ROOT / "solutions" / "12_flash_attention.ipynb"
 # interpreter runs the kernel as Python, so module globals may change between checks).
 KERNELS = textwrap.dedent(
     """
-    import json, os
+    import json, math, os
     os.environ["TRITON_INTERPRET"] = "1"
     import torch, triton, triton.language as tl
     from attn_edu.grading import check
 
     FILL, NORMALISE, SUBTRACT_MAX, STORE_MASK, STUB, RESCALE = float("-inf"), True, True, True, False, True
-    RESHAPE = False
+    RESHAPE, MATH_EXP = False, False
 
     @triton.jit
     def softmax_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
@@ -57,7 +57,10 @@ KERNELS = textwrap.dedent(
             x = tl.reshape(x, (BLOCK, 2))  # a shape error inside the kernel
         if SUBTRACT_MAX:
             x = x - tl.max(x, axis=0)
-        e = tl.exp(x)
+        if MATH_EXP:
+            e = math.exp(x)  # a first Triton kernel's slip: math on a block
+        else:
+            e = tl.exp(x)
         if NORMALISE:
             e = e / tl.sum(e, axis=0)
         if STORE_MASK:
@@ -148,6 +151,7 @@ KERNELS = textwrap.dedent(
         "softmax stub": ("12.4", softmax_rows, {"STUB": True}),
         "softmax store without mask": ("12.4", softmax_rows, {"STORE_MASK": False}),
         "softmax shape error": ("12.4", softmax_rows, {"RESHAPE": True}),
+        "softmax math.exp": ("12.4", softmax_rows, {"MATH_EXP": True}),
         "softmax without other": ("12.4", without_other, {}),
         "lse right": ("12.5", row_logsumexp, {}),
         "lse no rescale": ("12.5", row_logsumexp, {"RESCALE": False}),
@@ -156,7 +160,7 @@ KERNELS = textwrap.dedent(
     }
     defaults = dict(
         FILL=INF, NORMALISE=True, SUBTRACT_MAX=True, STORE_MASK=True, STUB=False, RESCALE=True, SKIP=True,
-        RESHAPE=False,
+        RESHAPE=False, MATH_EXP=False,
     )
     results = {}
     for name, (eid, fn, flags) in tried.items():
@@ -179,6 +183,8 @@ def checked() -> dict[str, list[str]]:
         [sys.executable, "-c", KERNELS], capture_output=True, text=True, timeout=300, env=env, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # the kernel without its maximum overflows exp(): the check reports it, NumPy's warnings stay quiet
+    assert "RuntimeWarning" not in done.stderr, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -213,7 +219,9 @@ def test_a_store_without_its_mask_is_stopped_in_the_notebook(checked: dict[str, 
     # The interpreter writes through raw CPU addresses; the bounds watch stops the store before it lands.
     status, message, _ = checked["softmax store without mask"]
     assert status == "ERROR" and "OutOfBounds" in message and "tl.store" in message, checked
-    assert "of out_ptr, which holds 15" in message, message  # the first case: x (3, 5) in a block of 8
+    # the first case: x (3, 5) in blocks of 8: the last row's lanes 5-7 pass the end of out_ptr
+    assert "the program with tl.program_id(0) = 2, lane 5 of 8: tl.store at element 15 of out_ptr" in message
+    assert "out_ptr has 15 elements (0 to 14)" in message, message
 
 
 def test_the_stub_kernel_is_not_attempted(checked: dict[str, list[str]]) -> None:
@@ -224,6 +232,13 @@ def test_an_error_in_a_kernel_names_the_kernels_line(checked: dict[str, list[str
     status, message, _ = checked["softmax shape error"]
     # the script runs from `python -c`: no source file, so the line's number without its text
     assert status == "ERROR" and "reshape()" in message and "(in softmax_kernel, line " in message, message
+
+
+def test_math_on_a_block_inside_a_kernel_says_to_use_tl(checked: dict[str, list[str]]) -> None:
+    status, message, _ = checked["softmax math.exp"]
+    assert status == "ERROR" and "use tl.* (tl.exp" in message and "(in softmax_kernel, line " in message, (
+        message
+    )
 
 
 def test_the_kernel_is_graded_not_the_launcher(checked: dict[str, list[str]]) -> None:
@@ -243,6 +258,62 @@ def test_a_masked_load_without_other_reads_nan_as_a_gpu_would_read_garbage(
 ) -> None:
     status, message, _ = checked["softmax without other"]
     assert status == "FAIL" and "NaN" in message, checked["softmax without other"]
+
+
+DIRECT_CALLS = textwrap.dedent(
+    """
+    import json, os, warnings
+    os.environ["TRITON_INTERPRET"] = "1"
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import torch, triton, triton.language as tl")
+    shell.run_cell(
+        "@triton.jit\\n"
+        "def softmax_kernel(x_ptr, out_ptr, n_cols, row_stride, BLOCK: tl.constexpr):\\n"
+        "    row = tl.program_id(0)\\n"
+        "    cols = tl.arange(0, BLOCK)\\n"
+        "    x = tl.load(x_ptr + row * row_stride + cols, mask=cols < n_cols, other=float('-inf'))\\n"
+        "    e = tl.exp(x - tl.max(x, axis=0))\\n"
+        "    tl.store(out_ptr + row * row_stride + cols, e / tl.sum(e, axis=0))  # no mask\\n"
+        "def softmax_rows(x):\\n"
+        "    out = torch.empty_like(x)\\n"
+        "    softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=8)\\n"
+        "    return out\\n"
+    )
+    found = {}
+    unwatched = shell.run_cell("softmax_rows(torch.randn(3, 5))")
+    found["unwatched"] = repr(unwatched.error_in_exec)
+    shell.run_cell("from attn_edu.grading.bounds import watch_kernels; on = watch_kernels()")
+    found["on"] = shell.user_ns["on"]
+    watched = shell.run_cell("softmax_rows(torch.randn(3, 5))")
+    found["watched"] = str(watched.error_in_exec.__cause__ or watched.error_in_exec)
+    shell.run_cell("watch_kernels(False)")
+    found["off"] = repr(shell.run_cell("softmax_rows(torch.randn(3, 5))").error_in_exec)
+    print(json.dumps(found))
+    """
+)
+
+
+def test_watch_kernels_stops_a_direct_call_in_a_notebook_as_check_does() -> None:
+    """The hint for a stray store says to call the launcher directly; in a watched notebook that call stops at
+    the same store, with the same message, instead of writing past the tensor and returning wrong rows."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", DIRECT_CALLS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["unwatched"] == "None" and found["off"] == "None", found  # unwatched: no error, wrong rows
+    assert found["on"] is True
+    assert "the program with tl.program_id(0) = 2, lane 5 of 8: tl.store at element 15" in found["watched"], (
+        found
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -302,7 +373,7 @@ def test_the_grader_passes_the_solution_and_survives_hostile_kernels(tmp_path: P
     assert graded["looping"]["12.5"]["status"] == "NOT_ATTEMPTED"  # graded after the timeout
     caught = graded["stray"]["12.4"]  # the interpreter's bounds watch stops the store before it happens
     assert caught["status"] == "ERROR" and "OutOfBounds" in caught["message"], caught
-    assert "tl.store of 8 lane(s) outside every tensor" in caught["message"], caught
+    assert "8 lane(s) of this tl.store fall outside" in caught["message"], caught
     assert graded["stray"]["12.5"]["status"] == "NOT_ATTEMPTED"  # the process lives on to grade the rest
     crashed = graded["crashing"]["12.4"]  # a crash of another kind still ends only its own process
     assert crashed["status"] == "ERROR" and "SIGSEGV" in crashed["message"], crashed

@@ -6,7 +6,10 @@ watches every masked load and store while a kernel runs in the interpreter: each
 must lie inside one of the tensors the kernel was launched with, or the lane is reported, by its index and
 by how far it is from the nearest tensor, as :class:`OutOfBounds`, before anything is read or written. A
 masked lane loaded without ``other=`` reads NaN (a GPU leaves it undefined; the interpreter would say 0), and
-:func:`recorded_loads` lets a check see which elements each program loaded.
+:func:`recorded_loads` and :func:`recorded_stores` let a check (or a picture of the kernel's traffic,
+:func:`attn_edu.viz.diagrams_traffic.plot_kernel_traffic`) see which elements each program loaded and stored.
+``check()`` and the grading command watch every kernel they run; :func:`watch_kernels` watches every cell of a
+notebook, so that a learner's direct call of a launcher stops at the same stray store as its check.
 
 It works by wrapping three methods of ``triton.runtime.interpreter`` (the launch's argument copy, the masked
 load and the masked store) for the duration of the block, and reads element sizes with its private
@@ -17,8 +20,9 @@ command's sandbox still survives a crash).
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import numpy as np
@@ -45,8 +49,29 @@ def recorded_loads() -> Iterator[list[tuple[tuple[int, ...], str, Any]]]:
         _RECORDERS.remove(loads)
 
 
+# The lists that record stores now (innermost last), entries as for loads: (program id, tensor name, elements).
+_STORE_RECORDERS: list[list[tuple[tuple[int, ...], str, Any]]] = []
+
+
+@contextmanager
+def recorded_stores() -> Iterator[list[tuple[tuple[int, ...], str, Any]]]:
+    """Record, inside :func:`bounds_checked`, every store of the kernels launched in the block, as
+    :func:`recorded_loads` records loads: ``(program id, argument name, element indices written)``."""
+    stores: list[tuple[tuple[int, ...], str, Any]] = []
+    _STORE_RECORDERS.append(stores)
+    try:
+        yield stores
+    finally:
+        _STORE_RECORDERS.remove(stores)
+
+
 def _record(
-    ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, np_dtype: Callable[[Any], Any], where: Any
+    ranges: list[tuple[int, int, str]],
+    ptrs: Any,
+    mask: Any,
+    np_dtype: Callable[[Any], Any],
+    where: Any,
+    into: list[list[tuple[tuple[int, ...], str, Any]]] = _RECORDERS,
 ) -> None:
     addresses = np.asarray(ptrs.data, dtype=np.uint64).ravel()
     live = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)).ravel()
@@ -54,7 +79,7 @@ def _record(
     for start, end, name in ranges:
         inside = live & (addresses >= start) & (addresses + size <= end)
         if inside.any():
-            _RECORDERS[-1].append((tuple(where), name, (addresses[inside] - start) // size))
+            into[-1].append((tuple(where), name, (addresses[inside] - start) // size))
 
 
 def _storages(value: Any, found: list[tuple[int, int, str]], name: str) -> None:
@@ -67,8 +92,22 @@ def _storages(value: Any, found: list[tuple[int, int, str]], name: str) -> None:
         found.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
 
 
+def _program(where: Any) -> str:
+    """``"the program with tl.program_id(0) = 2"`` (and the other axes where they are not 0)."""
+    ids = tuple(where or ())
+    if not ids:
+        return "a program"
+    shown = [f"tl.program_id({axis}) = {int(i)}" for axis, i in enumerate(ids) if axis == 0 or int(i) != 0]
+    return "the program with " + ", ".join(shown)
+
+
 def _check(
-    ranges: list[tuple[int, int, str]], ptrs: Any, mask: Any, what: str, np_dtype: Callable[[Any], Any]
+    ranges: list[tuple[int, int, str]],
+    ptrs: Any,
+    mask: Any,
+    what: str,
+    np_dtype: Callable[[Any], Any],
+    where: Any = (),
 ) -> None:
     addresses = np.asarray(ptrs.data, dtype=np.uint64)
     live = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
@@ -83,10 +122,11 @@ def _check(
     address = int(addresses.ravel()[lane])
     start, end, name = min(ranges, key=lambda r: min(abs(address - r[0]), abs(address - r[1])))
     element = (address - start) // size if address >= start else -((start - address + size - 1) // size)
+    count, outside = (end - start) // size, int(bad.sum())
     raise OutOfBounds(
-        f"{what} of {int(bad.sum())} lane(s) outside every tensor the kernel was given: lane {lane} of "
-        f"{addresses.size} points at element {element} of {name}, which holds {(end - start) // size}. "
-        f"Is the {what}'s mask missing, or its offsets too large?"
+        f"{_program(where)}, lane {lane} of {addresses.size}: {what} at element {element} of {name}, but "
+        f"{name} has {count} elements (0 to {count - 1}); {outside} lane(s) of this {what} fall outside. "
+        f"Is the {what}'s mask= missing, or are its offsets too large?"
     )
 
 
@@ -130,9 +170,10 @@ def bounds_checked() -> Iterator[bool]:
         return args_hst, kwargs_hst
 
     def watched_load(self: Any, ptrs: Any, mask: Any, other: Any = None, *args: Any, **kwargs: Any) -> Any:
-        _check(ranges, ptrs, mask, "tl.load", np_dtype)
+        program = getattr(self, "grid_idx", None) or ()
+        _check(ranges, ptrs, mask, "tl.load", np_dtype, program)
         if _RECORDERS:
-            _record(ranges, ptrs, mask, np_dtype, getattr(self, "grid_idx", None) or ())
+            _record(ranges, ptrs, mask, np_dtype, program)
         dtype = np.dtype(np_dtype(ptrs.get_element_ty()))
         if other is None and dtype.kind == "f" and handle is not None:
             # a masked lane without other= is undefined on a GPU: here it reads NaN, so the omission shows
@@ -140,7 +181,10 @@ def bounds_checked() -> Iterator[bool]:
         return load(self, ptrs, mask, other, *args, **kwargs)
 
     def watched_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
-        _check(ranges, ptrs, mask, "tl.store", np_dtype)
+        program = getattr(self, "grid_idx", None) or ()
+        _check(ranges, ptrs, mask, "tl.store", np_dtype, program)
+        if _STORE_RECORDERS:
+            _record(ranges, ptrs, mask, np_dtype, program, into=_STORE_RECORDERS)
         return store(self, ptrs, value, mask, *args, **kwargs)
 
     executor._init_args_hst, builder.create_masked_load = watched_init, watched_load
@@ -149,3 +193,44 @@ def bounds_checked() -> Iterator[bool]:
         yield True
     finally:
         executor._init_args_hst, builder.create_masked_load, builder.create_masked_store = init, load, store
+
+
+_CELL_WATCH: list[ExitStack] = []  # the watch of the notebook cell now running (watch_kernels)
+
+
+def _enter_cell(*_: Any) -> None:
+    stack = ExitStack()
+    stack.enter_context(bounds_checked())
+    stack.enter_context(warnings.catch_warnings())
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
+    _CELL_WATCH.append(stack)
+
+
+def _exit_cell(*_: Any) -> None:
+    while _CELL_WATCH:
+        _CELL_WATCH.pop().close()
+
+
+def watch_kernels(on: bool = True) -> bool:
+    """Watch the kernels of every notebook cell that runs from now on, as ``check()`` watches them: a stray
+    ``tl.load`` or ``tl.store`` raises :class:`OutOfBounds` naming the program, the lane and the element, a
+    masked lane loaded without ``other=`` reads NaN, and NumPy's overflow warnings from inside the interpreter
+    stay quiet. A direct call of a launcher then fails the way its check does. ``watch_kernels(False)`` stops.
+
+    Returns whether cells are watched: False outside IPython (there, use ``with bounds_checked(): ...``).
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    for event, callback in (("pre_run_cell", _enter_cell), ("post_run_cell", _exit_cell)):
+        if callback in shell.events.callbacks[event]:
+            shell.events.unregister(event, callback)
+        if on:
+            shell.events.register(event, callback)
+    if not on:
+        _exit_cell()
+    return on

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -266,10 +267,23 @@ def run_case(fn: Callable[..., Any], case: Case, timeout: float | None, device: 
         if isinstance(err, NotImplementedError):
             outcome = Outcome("not_implemented", detail=str(err))
         else:
-            where, name = learner_line(err), type(err).__name__
-            room = max(300 - len(name) - 2 - len(where), 80)  # the grader keeps 300 characters: the line too
-            outcome = Outcome("error", detail=f"{name}: {str(err)[:room]}{where}"[:500])
+            outcome = Outcome("error", detail=error_detail(err, in_kernel=err is not raised))
     return shortcut_outcome(called) or outcome
+
+
+# A kernel runs in Triton's interpreter as Python on blocks; a math, NumPy or torch call on a block fails there
+# with a message about arrays (on a GPU it does not compile). Said in the learner's terms instead:
+NOT_TL = "inside a @triton.jit kernel, values are blocks: use tl.* (tl.exp, tl.sum, tl.maximum), not math, NumPy or torch"
+
+
+def error_detail(err: BaseException, *, in_kernel: bool = False) -> str:
+    """``"Name: message (in fn, line N: `...`)"``, at most 500 characters, for an error of the learner's code.
+    A ``TypeError`` raised inside a kernel (``in_kernel``: the interpreter wrapped it) leads with :data:`NOT_TL`."""
+    where, name = learner_line(err), type(err).__name__
+    room = max(300 - len(name) - 2 - len(where), 80)  # the grader keeps 300 characters: the line too
+    if in_kernel and isinstance(err, TypeError):
+        return f"{name}{where}: {NOT_TL} ({str(err)[:room]})"[:500]
+    return f"{name}: {str(err)[:room]}{where}"[:500]
 
 
 def run_cases(
@@ -283,7 +297,9 @@ def run_cases(
     """
     deadline = None if budget is None else time.monotonic() + budget
     outcomes: list[Outcome] = []
-    with bounds_checked():
+    with bounds_checked(), warnings.catch_warnings():
+        # an overflow in a kernel is the check's to report (as NaN or inf), not NumPy's from inside Triton
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
         for case in cases:
             left = None if deadline is None else max(deadline - time.monotonic(), 1e-3)
             outcome = run_case(fn, case, left, device)
