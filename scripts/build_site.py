@@ -12,6 +12,8 @@ so the site is exactly what the committed notebooks hold and builds in seconds. 
 - each interactive explorer as the picture its notebook saved (ipywidgets store their last state in the
   notebook's metadata: the controls' values and the Output widget's figure), its controls drawn disabled,
   with a note that Colab or Binder makes it move;
+- the designed diagrams of ``course/figures/`` (SVG, shown by the notebooks' Markdown) copied beside the
+  pages, so that ``![alt](figures/query_path.svg)`` shows on the site as in JupyterLab;
 - an "Open in Colab" and a "Launch Binder" button on every page, made from ``attn_edu.links.REPOSITORY``
   (plain links: the badges' pictures would be fetched from their hosts);
 - a notebook named in the text (``exercises/04_masks.ipynb``) links to its page, and a notebook's links
@@ -376,6 +378,14 @@ def copy_mathjax(out: Path) -> None:
         (target / Path(name).name).write_bytes((source / name).read_bytes())
 
 
+def copy_figures(out: Path, root: Path = ROOT) -> None:
+    """The diagrams the notebooks' Markdown shows (``![alt](figures/query_path.svg)``, drawn by
+    ``python -m attn_edu.viz.diagrams build``), next to the pages that show them: ``out/course/figures/``."""
+    figures = root / "course" / "figures"
+    if figures.is_dir():
+        shutil.copytree(figures, out / "course" / "figures", dirs_exist_ok=True)
+
+
 def build(out: Path, root: Path = ROOT) -> dict[str, Any]:
     """Write the site to ``out`` (emptied first); return what was written."""
     started = time.monotonic()
@@ -383,6 +393,7 @@ def build(out: Path, root: Path = ROOT) -> dict[str, Any]:
         shutil.rmtree(out)
     (out / "static").mkdir(parents=True)
     copy_mathjax(out)
+    copy_figures(out, root)
     (out / "static" / "style.css").write_text(_style(), encoding="utf-8")
     template = string.Template((ASSETS / "page.html").read_text(encoding="utf-8"))
     pages, notebooks = find_pages(root)

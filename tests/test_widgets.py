@@ -76,7 +76,7 @@ def test_explorer_displays_as_its_widget_box():
 
 def test_the_package_exports_every_explorer_and_the_core_never_imports_it():
     explorers = [name for name in widgets.__all__ if name.endswith("_explorer")]
-    assert len(explorers) == 15
+    assert len(explorers) == 17
     for name in explorers:  # re-exported from the concept file that holds it
         assert getattr(widgets, name).__module__.startswith("attn_edu.widgets.")
     library = Path(widgets.__file__).parents[1]

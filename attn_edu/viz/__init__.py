@@ -29,6 +29,21 @@ The files, by kind of figure in course order (import every name from here:
     induction.py     plot_training_loss, plot_loss_by_repeat (a model learning to copy) (nb 13)
     model_cards.py   plot_layer_kinds, KIND_COLORS (whole models' layers by kind)   (nb 14)
 
+Designed diagrams of mechanisms rather than data, in one visual language (role colours ROLE_COLORS,
+the shape legend's letters, one font and one arrow), each sized like the example beside it::
+
+    diagrams.py           DIAGRAMS (name -> function, sizes, notebook, section, alt text) and the
+                          command `python -m attn_edu.viz.diagrams build` (SVGs in course/figures/);
+                          import it as a module: `from attn_edu.viz.diagrams import DIAGRAMS`
+    diagrams_kit.py       canvas, box, arrow, grid: the drawing kit they share
+    diagrams_attention.py query_path, self_vs_cross, mask_kinds, cache_alignment, split_heads,
+                          kv_grouping                                            (nb 02, 04, 05)
+    diagrams_blocks.py    sinusoidal_clock, rope_pair, norm_placement, architectures  (nb 06-09)
+    diagrams_steps.py     kv_cache_steps, sparsity_patterns, flash_tile_loop, backward_recompute,
+                          induction_circuit                                      (nb 10-13)
+    diagrams_traffic.py   plot_kernel_traffic: a Triton kernel's loads and stores, per program,
+                          from a run in the interpreter                          (nb 12)
+
 matplotlib draws every figure; seaborn draws the histograms and the bands over runs.
 """
 
@@ -77,6 +92,8 @@ from attn_edu.viz.training import moving_average, plot_loss_bands
 from attn_edu.viz.decoding import plot_cache_vs_weights, plot_decode_times, plot_sampling_rules
 from attn_edu.viz.induction import plot_loss_by_repeat, plot_training_loss
 from attn_edu.viz.model_cards import KIND_COLORS, plot_layer_kinds
+from attn_edu.viz.common import ROLE_COLORS
+from attn_edu.viz.diagrams_traffic import plot_kernel_traffic
 # isort: on
 
 __all__ = [
@@ -121,4 +138,6 @@ __all__ = [
     "plot_loss_by_repeat",
     "KIND_COLORS",
     "plot_layer_kinds",
+    "ROLE_COLORS",
+    "plot_kernel_traffic",
 ]

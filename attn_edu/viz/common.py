@@ -4,6 +4,9 @@ Used by every file of the package. Each plot function turns its arguments into p
 :func:`as_numbers` (or :func:`as_tensor` when it looks at the shape first), checks token labels with
 :func:`token_labels`, and draws on :func:`new_axes`: the caller's ``ax=`` or a fresh figure. Errors
 name the argument, the expected shape in legend letters, and what arrived.
+
+It also holds the colours every figure shares, one per role in attention (:data:`ROLE_COLORS`): a query is
+the same blue in a schematic diagram, a heatmap's legend and a kernel's traffic picture.
 """
 
 from __future__ import annotations
@@ -18,6 +21,20 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from attn_edu._validate import check_shape
+
+# One colour per role, shared by the diagrams (attn_edu.viz.diagrams), the masks of heatmaps.py and the
+# kernel-traffic pictures. Queries blue, keys orange and outputs green are those FlashAttention's data-flow
+# figure (flash.py) already used; the others are picked from the same palette (seaborn "deep"), so that no
+# two roles are alike for a reader with red-green colour blindness (values purple, scores red, masks grey).
+ROLE_COLORS = {
+    "query": "#4c72b0",
+    "key": "#dd8452",
+    "value": "#8172b3",
+    "scores": "#c44e52",  # scores and the weights softmax makes of them
+    "mask": "#595959",  # a mask, and the cells it lets through in a mask picture
+    "output": "#55a868",
+}
+HIDDEN_COLOR = "#d9d9d9"  # what a mask hides, a tile that is skipped: light grey, receding
 
 
 def as_tensor(name: str, x: Any) -> torch.Tensor:

@@ -22,14 +22,15 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from attn_edu._validate import check_mask, check_positive_int, check_shape
-from attn_edu.viz.common import as_numbers, as_tensor, new_axes, token_labels
+from attn_edu.viz.common import HIDDEN_COLOR, ROLE_COLORS, as_numbers, as_tensor, new_axes, token_labels
 
 # Heatmaps get their values written in each cell up to this many rows/columns; beyond it the
 # numbers overlap and the colour alone has to speak.
 ANNOTATE_MAX_SIZE = 10
 
-# Mask colours: hidden cells recede (light grey), visible cells stand out.
-MASK_COLORS = ("#d9d9d9", "#2b6cb0")
+# Mask colours: hidden cells recede (light grey), visible cells stand out in the mask's role colour
+# (common.ROLE_COLORS, the colour of a mask in every diagram).
+MASK_COLORS = (HIDDEN_COLOR, ROLE_COLORS["mask"])
 
 
 def _cell_size(rows: int, cols: int) -> tuple[float, float]:
@@ -328,7 +329,7 @@ def plot_alignment(
 def plot_mask(
     mask: torch.Tensor | np.ndarray, *, title: str | None = None, ax: Axes | None = None, legend: bool = True
 ) -> Figure:
-    """Picture of a boolean mask: coloured cells may be attended, grey cells are hidden.
+    """Picture of a boolean mask: dark cells may be attended, light grey cells are hidden.
 
     Row ``t`` is query ``t``, column ``s`` is key ``s``; the legend states the polarity
     (``True`` = may attend, the convention of :mod:`attn_edu.masks`). In a row of masks drawn side by

@@ -24,6 +24,7 @@ The files, in course order (import every name from here: ``from attn_edu.widgets
     sampling.py    sampling_explorer                                 (nb 10)
     sparse.py      sparse_pattern_explorer                           (nb 11)
     flash.py       online_softmax_explorer, ONLINE_SOFTMAX_SCORES    (nb 12)
+    steps.py       kv_cache_explorer, flash_tile_explorer: diagrams that step in time (nb 10, 12)
     ablation.py    ablation_explorer                                 (nb 13)
     model_cards.py cache_explorer                                    (nb 14)
 
@@ -45,6 +46,7 @@ from attn_edu.widgets.spans import SPAN_SENTENCE, span_corruption_explorer
 from attn_edu.widgets.sampling import sampling_explorer
 from attn_edu.widgets.sparse import sparse_pattern_explorer
 from attn_edu.widgets.flash import ONLINE_SOFTMAX_SCORES, online_softmax_explorer
+from attn_edu.widgets.steps import flash_tile_explorer, kv_cache_explorer
 from attn_edu.widgets.ablation import ablation_explorer
 from attn_edu.widgets.model_cards import cache_explorer
 # isort: on
@@ -67,6 +69,8 @@ __all__ = [
     "sparse_pattern_explorer",
     "ONLINE_SOFTMAX_SCORES",
     "online_softmax_explorer",
+    "kv_cache_explorer",
+    "flash_tile_explorer",
     "ablation_explorer",
     "cache_explorer",
 ]
