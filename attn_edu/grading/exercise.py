@@ -38,8 +38,9 @@ class Mistake:
 
 # The slip every softmax exercise shares, and what a check says about it: a large-score case catches it.
 OVERFLOW_HINT = (
-    "exp of the raw scores overflows float32 (past about 88) and gives inf / inf = NaN: use torch.softmax, or "
-    "subtract each row's largest score before exp (it cancels in the ratio)."
+    "the softmax is not shifted: in float32, exp overflows past about 88, so the case with the largest scores "
+    "gives inf / inf = NaN. Subtract each row's largest score before exp (the shift cancels in the ratio), as "
+    "torch.softmax does."
 )
 
 
@@ -48,6 +49,43 @@ def unshifted_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     about 88 gives ``inf / inf = NaN`` in float32 (masked ``-inf`` scores still give 0)."""
     e = scores.exp()
     return e / e.sum(dim=dim, keepdim=True)
+
+
+def lifted(scores: torch.Tensor, top: float) -> torch.Tensor:
+    """A large-score case's scores: rows 0, 2, 4, ... (the last dim is a row) moved up so that each one's largest
+    score is ``top``, the other rows left as they are. The softmax ignores a row's shift, so the weights stay
+    those of ordinary scores; exp does not: past about 88 it overflows float32 unless the row's largest score
+    is subtracted first."""
+    out = scores.clone()
+    out[..., ::2, :] += top - out[..., ::2, :].amax(dim=-1, keepdim=True)  # (..., T, S)
+    return out
+
+
+def overflow_diagnosis(
+    unshifted: Callable[..., torch.Tensor], *, atol: float = 1e-5, rtol: float = 1e-4
+) -> Callable[[Case, torch.Tensor], str | None]:
+    """A diagnosis (:attr:`Exercise.diagnoses`) that names the unshifted softmax when, on a case where
+    ``unshifted`` (the exercise's answer written with :func:`unshifted_softmax`) overflows, an output is wrong
+    only in rows (along the last dim) that overflow there or hold NaN or inf.
+
+    The named :class:`Mistake` catches that answer when its output matches entry for entry. A learner may
+    write the same slip otherwise: a mask multiplied in after ``exp`` (a hidden score's inf times 0 is NaN, in
+    rows the other way leaves alone), a sum clamped away from 0 (zeros instead of NaN), the nucleus of top-p
+    taken from the same softmax. Every other row still matches ``unshifted``'s, within ``atol`` and ``rtol``.
+    """
+
+    def diagnose(case: Case, got: torch.Tensor) -> str | None:
+        wrong = unshifted(*case.args, **case.kwargs)
+        if not got.is_floating_point() or got.shape != wrong.shape:
+            return None
+        overflowed = (~torch.isfinite(wrong)).any(dim=-1)  # (...,) one flag a row
+        if not overflowed.any():
+            return None
+        aside = overflowed | (~torch.isfinite(got)).any(dim=-1)  # (...,)
+        rest, expected = got[~aside].double(), wrong[~aside].double()
+        return OVERFLOW_HINT if torch.isclose(rest, expected, rtol=rtol, atol=atol).all() else None
+
+    return diagnose
 
 
 @dataclass(frozen=True)

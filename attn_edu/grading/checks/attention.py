@@ -10,11 +10,20 @@ written out as wrong functions, so a check can say which one it sees. No masks h
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from attn_edu import attention
-from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 from attn_edu.multihead import MultiHeadAttention
 
 # ---------------------------------------------------------------------------------------------------------
@@ -25,8 +34,10 @@ def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=g)
 
 
-def _weights(q: torch.Tensor, k: torch.Tensor, scale: float, dim: int = -1) -> torch.Tensor:
-    return torch.softmax(q @ k.transpose(-2, -1) * scale, dim=dim)  # (..., T, S)
+def _weights(
+    q: torch.Tensor, k: torch.Tensor, scale: float, dim: int = -1, softmax: Callable = torch.softmax
+) -> torch.Tensor:
+    return softmax(q @ k.transpose(-2, -1) * scale, dim=dim)  # (..., T, S)
 
 
 def _default(scale: float | None, D: int) -> float:
@@ -50,6 +61,10 @@ def _weights_cases(g: torch.Generator) -> list[Case]:
 
 def _weights_reference(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
     return attention.attention_weights(q, k, scale=scale)
+
+
+def _unshifted_weights(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    return _weights(q, k, _default(scale, q.shape[-1]), softmax=unshifted_softmax)  # NaN past a score of 88
 
 
 def _rows_do_not_sum_to_one(case: Case, got: torch.Tensor) -> str | None:
@@ -110,8 +125,9 @@ WEIGHTS = Exercise(
             "these are k qᵀ, shape (..., S, T): one row per key. Each row must be a query, so the scores "
             "are q @ k.transpose(-2, -1), shape (..., T, S).",
         ),
+        Mistake(_unshifted_weights, OVERFLOW_HINT),
     ),
-    diagnoses=(_rows_do_not_sum_to_one,),
+    diagnoses=(overflow_diagnosis(_unshifted_weights), _rows_do_not_sum_to_one),
     hints=(
         "scores = q @ k.transpose(-2, -1) has shape (..., T, S); transpose only the last two dims, so that "
         "batch and head dims stay in front.",
@@ -146,7 +162,7 @@ def _sdpa_cases(g: torch.Generator) -> list[Case]:
         Case(qkv(2, 3, T=5, S=7, D=6, Dv=4)),  # (B, H, T, D)
         Case(qkv(1, 5, T=3, S=9, D=8, Dv=5)),
         Case(qkv(3, T=6, S=7, D=6, Dv=3)),  # (B, T, D)
-        Case(_sharp(*qkv(T=6, S=9, D=10, Dv=7))),  # (T, D), the largest score 200: exp overflows unshifted
+        Case(_sharp(*qkv(T=6, S=9, D=10, Dv=7), top=100.0)),  # (T, D), the largest score 100: exp overflows
         Case(qkv(2, 1, T=4, S=11, D=5, Dv=9)),  # Dv > D
     ]
 
@@ -162,6 +178,10 @@ def _sdpa_scaled(size_of):
         return _weights(q, k, 1 / math.sqrt(size_of(q, k, v))) @ v  # (..., T, Dv)
 
     return wrong
+
+
+def _unshifted_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return _unshifted_weights(q, k) @ v  # (..., T, Dv), NaN rows past a score of 88
 
 
 SDPA = Exercise(
@@ -198,7 +218,9 @@ SDPA = Exercise(
             lambda q, k, v: attention.attention_weights(q, k),
             "this is the (..., T, S) matrix of weights; the output is weights @ v, shape (..., T, Dv).",
         ),
+        Mistake(_unshifted_sdpa, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_sdpa),),
     hints=(
         "output = weights @ v: (..., T, S) @ (..., S, Dv) -> (..., T, Dv); you may reuse attention_weights "
         "from 02.1.",
@@ -372,6 +394,10 @@ def _cross_variant(x, context, w_q, w_k, w_v, w_o, *, scale=None, softmax_dim=-1
     return heads @ w_o.T if out else heads
 
 
+def _unshifted_cross(*args: torch.Tensor) -> torch.Tensor:
+    return _cross_variant(*args, unshifted=True)  # (B, T, C), NaN rows past a score of 88
+
+
 CROSS = Exercise(
     exercise_id="02.4",
     kind="build",
@@ -400,11 +426,9 @@ CROSS = Exercise(
             "the softmax runs over the queries (dim -2): each query's weights over the S context tokens "
             "must sum to 1, so softmax over the last dim.",
         ),
-        Mistake(
-            lambda *a: _cross_variant(*a, unshifted=True),
-            OVERFLOW_HINT,
-        ),
+        Mistake(_unshifted_cross, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_cross),),
     hints=(
         "the weights follow nn.Linear, (out_features, in_features): a projection is t @ w.T. Queries come "
         "from x, keys and values from context.",

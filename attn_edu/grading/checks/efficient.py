@@ -20,7 +20,15 @@ import torch.nn.functional as F
 
 from attn_edu import efficient, moe, sparse
 from attn_edu.attention import scaled_dot_product_attention
-from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 
 
 def _randn(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -367,6 +375,11 @@ def _softmax_of_chosen(
     return torch.zeros_like(logits).scatter(1, index, softmax(top, dim=-1))  # (N, E)
 
 
+def _unshifted_routing(x: torch.Tensor, gate_weight: torch.Tensor, k: int) -> torch.Tensor:
+    logits = x @ gate_weight.T  # (N, E)
+    return _softmax_of_chosen(logits, k, largest=True, softmax=unshifted_softmax)  # (N, E), NaN past 88
+
+
 TOP_K_ROUTER = Exercise(
     exercise_id="11.4",
     title="top-k routing weights (N, E): softmax over each token's k largest logits, 0 elsewhere",
@@ -404,11 +417,9 @@ TOP_K_ROUTER = Exercise(
             "these are the raw logits of the chosen experts: turn them into weights with a softmax "
             "over the k chosen logits.",
         ),
-        Mistake(
-            lambda x, w, k: _softmax_of_chosen(x @ w.T, k, largest=True, softmax=unshifted_softmax),
-            OVERFLOW_HINT,
-        ),
+        Mistake(_unshifted_routing, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_routing),),
     hints=(
         "logits = x @ gate_weight.T (N, E); logits.topk(k, dim=-1) gives each token's k best values and "
         "their expert indices.",

@@ -5,7 +5,7 @@ The references are :class:`attn_edu.kv_cache.KVCacheLayer`, :func:`attn_edu.kv_c
 versions below are the usual slips: concatenating along the wrong dimension or overwriting the cache,
 forgetting that K *and* V are stored or counting query heads instead of key/value heads, keeping one
 token too many, renormalising over the whole vocabulary, dropping the token that crosses ``p``, sorting
-the wrong way round.
+the wrong way round, and a softmax that does not subtract the row's largest logit (one case's rows reach 120).
 
 The decoding step (10.5) is graded against :class:`attn_edu.multihead.MultiHeadAttention` (no biases) run with
 a :class:`attn_edu.kv_cache.KVCacheLayer` holding the given cache; each case's cache is the projection of a
@@ -26,7 +26,16 @@ import math
 import torch
 
 from attn_edu.generation import top_k_filter, top_p_filter
-from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    lifted,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 from attn_edu.kv_cache import MODEL_SHAPES, KVCache, KVCacheLayer, StreamingKVCacheLayer, kv_cache_bytes
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
@@ -210,7 +219,7 @@ def _top_k_cases(g: torch.Generator) -> list[Case]:
         Case((_logits(g, 3, V), 5)),
         Case((_logits(g, 2, 3, 13), 4)),  # (B, T, V): any leading dims
         Case((_logits(g, 5), 5)),  # k = V keeps everything
-        Case((_logits(g, 2, 9, scale=80.0), 4)),  # logits past 88: exp overflows float32 unless shifted
+        Case((lifted(_logits(g, 2, 9), 120.0), 4)),  # row 0 lifted to a largest logit of 120: exp overflows
     ]
 
 
@@ -222,6 +231,11 @@ def _keep_top(logits: torch.Tensor, k: int, *, largest: bool = True) -> torch.Te
     k = min(k, logits.shape[-1])
     index = logits.topk(k, dim=-1, largest=largest).indices  # (..., k)
     return torch.zeros_like(logits, dtype=torch.bool).scatter(-1, index, True)  # (..., V)
+
+
+def _unshifted_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    kept = logits.masked_fill(~_keep_top(logits, k), float("-inf"))  # (..., V)
+    return unshifted_softmax(kept)  # (..., V), NaN past a logit of 88
 
 
 TOP_K = Exercise(
@@ -248,15 +262,13 @@ TOP_K = Exercise(
             ),
             "the k *least* likely tokens are kept: topk(k) (largest=True) gives the most likely ones.",
         ),
-        Mistake(
-            lambda logits, k: unshifted_softmax(logits.masked_fill(~_keep_top(logits, k), float("-inf"))),
-            OVERFLOW_HINT,
-        ),
+        Mistake(_unshifted_top_k, OVERFLOW_HINT),
         Mistake(
             lambda logits, k: top_k_filter(logits, k),
             "these are filtered logits (with -inf), not probabilities: finish with a softmax over the last dim.",
         ),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_top_k, atol=1e-6),),
     hints=(
         "find the k-th largest logit of each row, drop every logit below it, then take the softmax.",
         "kth = logits.topk(k, dim=-1).values[..., -1:]; dropped logits become float('-inf') so that "
@@ -284,7 +296,7 @@ def _top_p_cases(g: torch.Generator) -> list[Case]:
         Case((_logits(g, 2, V), 0.75)),
         Case((_logits(g, 2, 2, 15, scale=1.0), 0.3)),  # (B, T, V), a flatter distribution
         Case((peaked, 0.6)),
-        Case((_logits(g, 3, 10, scale=80.0), 0.99)),  # logits past 88: exp overflows float32 unless shifted
+        Case((lifted(_logits(g, 3, 10), 120.0), 0.9)),  # rows 0 and 2 lifted to at most 120: exp overflows
     ]
 
 
@@ -293,13 +305,13 @@ def _top_p_reference(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def _nucleus(
-    logits: torch.Tensor, p: float, *, rule: str = "reference", descending: bool = True
+    logits: torch.Tensor, p: float, *, rule: str = "reference", descending: bool = True, softmax=torch.softmax
 ) -> torch.Tensor:
     """Which tokens a (possibly wrong) nucleus rule keeps, as a bool (..., V) in vocabulary order."""
     sorted_logits, order = logits.sort(dim=-1, descending=descending)  # (..., V)
     if rule == "unsorted":
         sorted_logits, order = logits, torch.arange(logits.shape[-1]).expand_as(logits)
-    probs = sorted_logits.softmax(dim=-1)  # (..., V)
+    probs = softmax(sorted_logits, dim=-1)  # (..., V)
     mass_through = probs.cumsum(dim=-1)  # (..., V) mass of this token and those ranked above it
     if rule == "exclude_crossing":
         keep_sorted = mass_through <= p  # drops the token that takes the mass past p
@@ -312,6 +324,13 @@ def _softmax_kept(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1)  # (..., V)
 
 
+def _unshifted_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Top-p with one softmax of the learner's own, unshifted, used twice: for the running total (NaN there
+    keeps no token) and for the final probabilities."""
+    keep = _nucleus(logits, p, softmax=unshifted_softmax)  # (..., V)
+    return unshifted_softmax(logits.masked_fill(~keep, float("-inf")))  # (..., V)
+
+
 TOP_P = Exercise(
     exercise_id="10.4",
     title="top-p (nucleus) sampling: the probabilities when only the smallest set holding mass p may be drawn",
@@ -320,6 +339,7 @@ TOP_P = Exercise(
     reference=_top_p_reference,
     make_cases=_top_p_cases,
     mistakes=(
+        Mistake(_unshifted_top_p, OVERFLOW_HINT),
         Mistake(
             lambda logits, p: unshifted_softmax(logits.masked_fill(~_nucleus(logits, p), float("-inf"))),
             OVERFLOW_HINT,
@@ -346,6 +366,7 @@ TOP_P = Exercise(
             "logits to -inf, then softmax) rather than cutting the full softmax.",
         ),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_top_p, atol=1e-6),),
     hints=(
         "sort the probabilities from most to least likely and keep tokens until their running total "
         "reaches p; the token that reaches it stays in.",

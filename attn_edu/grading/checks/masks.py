@@ -4,9 +4,10 @@ length-sorted batches (a measurement, checked by counting the padding masks' hid
 
 The references are built on :func:`attn_edu.masks.causal_mask`, :func:`attn_edu.masks.padding_mask` and
 :func:`attn_edu.attention.masked_softmax`. Cases include ``T > S`` and ``T < S``, empty sequences and
-fully masked rows; the known-wrong versions below are the usual slips (top-left alignment, off-by-one
-diagonals, inverted polarity, left/right swapped, NaN rows, masking after the softmax, finite fills,
-unsorted batches, padded keys counted without padded queries).
+fully masked rows, and scores up to 100; the known-wrong versions below are the usual slips (top-left
+alignment, off-by-one diagonals, inverted polarity, left/right swapped, NaN rows, masking after the softmax,
+finite fills, a softmax that does not subtract the row's largest score, unsorted batches, padded keys counted
+without padded queries).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import torch
 
 from attn_edu import masks
 from attn_edu.attention import masked_softmax
-from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    lifted,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # 04.1 bottom-right causal mask
@@ -162,13 +172,19 @@ def _softmax_cases(g: torch.Generator) -> list[Case]:
         Case((randn(2, 3, 5, 7), padding)),  # (B, H, T, S) with a key-padding mask (B, 1, 1, S)
         Case((randn(3, 4, 9), masks.causal_mask(4, 9))),  # T < S: every query sees a key
         Case((randn(2, 1, 6, 4), masks.causal_mask(6, 4))),  # T > S: queries 0 and 1 see nothing
-        # every key visible, scores in the hundreds: exp overflows unless the row's max is subtracted
-        Case((40 * randn(5, 5), torch.ones(5, 5, dtype=torch.bool))),
+        # every key visible, rows 0, 2 and 4 lifted so that their largest score is 100: exp overflows
+        Case((lifted(randn(5, 5), 100.0), torch.ones(5, 5, dtype=torch.bool))),
     ]
 
 
 def _naive(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (..., T, S), NaN rows
+
+
+def _unshifted_masked(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """exp, the mask multiplied in, and a clamped sum: right on fully masked rows, NaN past a score of 88."""
+    e = scores.exp() * mask  # (..., T, S)
+    return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)
 
 
 MASKED_SOFTMAX = Exercise(
@@ -208,7 +224,15 @@ MASKED_SOFTMAX = Exercise(
             ),
             "the softmax runs over the queries (dim=-2); each row (one query) must sum to 1 over the keys.",
         ),
+        Mistake(_unshifted_masked, OVERFLOW_HINT),
+        Mistake(
+            lambda scores, mask: unshifted_softmax(scores.masked_fill(~mask, float("-inf"))),
+            "two slips: rows whose keys are all masked come out NaN (the softmax of a row of -inf is 0/0), "
+            "and the softmax is not shifted, so scores past about 88 overflow exp in float32 (inf / inf). "
+            "Give the rows with no visible key zeros, and subtract each row's largest visible score before exp.",
+        ),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_masked),),
     hints=(
         "hide keys with scores.masked_fill(~mask, float('-inf')), then torch.softmax(..., dim=-1).",
         "a row with no visible key is softmax(all -inf) = 0/0 = NaN; find such rows with "

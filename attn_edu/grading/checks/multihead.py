@@ -19,7 +19,15 @@ import math
 import torch
 
 from attn_edu import masks, multihead
-from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 from attn_edu.multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
 
 
@@ -177,19 +185,20 @@ def _mha_cases(g: torch.Generator) -> list[Case]:
         _mha_case(g, 3, 4, 9, 14, 7, 14, 14, padding),  # cross-attention with padded keys
         _mha_case(g, 2, 3, 8, 18, 3, 7, 11, masks.causal_mask(3, 8)),  # kdim, vdim != C; T < S
         _mha_case(g, 1, 4, 5, 8, 1, 8, 8, None),  # one head
-        _sharp_mha(_mha_case(g, 2, 4, 6, 12, 3, 12, 12, masks.causal_mask(4, 6))),  # scores of 200
+        _sharp_mha(_mha_case(g, 2, 4, 6, 12, 3, 12, 12, masks.causal_mask(4, 6))),  # a query's scores to 200
     ]
 
 
 def _sharp_mha(case: Case) -> Case:
-    """The case with w_q scaled so that the largest score any query may see is 200, past exp's float32 range
-    (about 88): a softmax that does not subtract the row's maximum gives NaN there."""
+    """The case with its last query token scaled so that the largest score it has is 200, past exp's float32
+    range (about 88), the other tokens left as they are: a softmax that does not subtract the row's maximum
+    gives NaN there. Under a bottom-right causal mask the last query sees every key."""
     query, key, value, w_q, w_k, w_v, w_o, H = case.args
     q, k = split_heads(query @ w_q.T, H), split_heads(key @ w_k.T, H)  # (B, H, T, D), (B, H, S, D)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, S)
-    mask = case.kwargs.get("mask")
-    top = scores.max() if mask is None else scores.masked_fill(~mask, float("-inf")).max()
-    return Case((query, key, value, w_q * (200.0 / top), w_k, w_v, w_o, H), case.kwargs)
+    last = q[..., -1:, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, 1, S), the last query
+    sharp = query.clone()
+    sharp[:, -1] *= 200.0 / last.max()  # (B, T, C)
+    return Case((sharp, key, value, w_q, w_k, w_v, w_o, H), case.kwargs)
 
 
 def _mha_reference(query, key, value, w_q, w_k, w_v, w_o, num_heads, mask=None):
@@ -226,6 +235,10 @@ def _merge_by_reshape(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[0], x.shape[2], -1)  # (B, T, C), heads not moved back
 
 
+def _unshifted_mha(*args, **kwargs) -> torch.Tensor:
+    return _mha_variant(*args, **kwargs, softmax=unshifted_softmax)  # (B, T, C), NaN rows past a score of 88
+
+
 MHA = Exercise(
     exercise_id="05.3",
     title="multi-head attention: project, split heads, attend, merge, apply W^O",
@@ -258,8 +271,9 @@ MHA = Exercise(
             lambda *a, **kw: _mha_variant(*a, **kw, scale_dim=1),
             "the scores are not scaled: divide q kᵀ by sqrt(D), D = C / num_heads.",
         ),
-        Mistake(lambda *a, **kw: _mha_variant(*a, **kw, softmax=unshifted_softmax), OVERFLOW_HINT),
+        Mistake(_unshifted_mha, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_mha),),
     hints=(
         "the weights follow nn.Linear: a projection is x @ w.T. Project query, key and value, then split "
         "each into num_heads heads of width D = C / num_heads.",
@@ -385,6 +399,10 @@ def _torch_mha_variant(
     return out + out_proj_bias if out_bias else out
 
 
+def _unshifted_torch_mha(*args) -> torch.Tensor:
+    return _torch_mha_variant(*args, softmax=unshifted_softmax)  # (B, T, C), NaN rows past a score of 88
+
+
 TORCH_MHA = Exercise(
     exercise_id="05.5",
     kind="build",
@@ -418,8 +436,9 @@ TORCH_MHA = Exercise(
             "the scores are divided by sqrt(C), the model width; each head compares D = C / H numbers, "
             "so divide by sqrt(D).",
         ),
-        Mistake(lambda *a: _torch_mha_variant(*a, softmax=unshifted_softmax), OVERFLOW_HINT),
+        Mistake(_unshifted_torch_mha, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_torch_mha),),
     hints=(
         "in_proj_weight (3C, C) stacks three nn.Linear weights on top of each other: rows 0..C-1 are W^Q, "
         "then W^K, then W^V; in_proj_bias (3C,) is stacked the same way.",

@@ -15,7 +15,15 @@ import math
 import torch
 
 from attn_edu import positional
-from attn_edu.grading.exercise import OVERFLOW_HINT, Case, Exercise, Mistake, Property, unshifted_softmax
+from attn_edu.grading.exercise import (
+    OVERFLOW_HINT,
+    Case,
+    Exercise,
+    Mistake,
+    Property,
+    overflow_diagnosis,
+    unshifted_softmax,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # 06.1 the sinusoidal table
@@ -291,16 +299,19 @@ def _shaw_cases(g: torch.Generator) -> list[Case]:
         _shaw_case(g, 3, 1, 4, 9, 7, 7, 2, True),  # causal with cached keys: bottom-right
         _shaw_case(g, 2, 5, 7, 5, 3, 4, 1, False),  # T > S (cross-attention-like), k = 1
         _shaw_case(g, 1, 3, 3, 11, 4, 5, 4, False),  # distances beyond k on both sides
-        _sharp_shaw(_shaw_case(g, 2, 2, 5, 6, 4, 4, 2, True)),  # the largest score 200
+        _sharp_shaw(_shaw_case(g, 2, 2, 5, 6, 4, 4, 2, True)),  # the last query's scores up to 200
     ]
 
 
 def _sharp_shaw(case: Case) -> Case:
-    """The case with q scaled so that the largest score it may see is 200, past exp's float32 range (about 88):
-    the scores are linear in q, and a softmax that does not subtract the row's maximum gives NaN there."""
+    """The case with its last query scaled so that the largest score it has is 200, past exp's float32 range
+    (about 88), the other queries left as they are: the scores are linear in q, and a softmax that does not
+    subtract the row's maximum gives NaN there. Under a bottom-right causal mask the last query sees every key."""
     q, *rest = case.args
-    top = _shaw_variant(*case.args, scores_only=True).max()  # masked scores are -inf
-    return Case((q * (200.0 / top), *rest))
+    last = _shaw_variant(*case.args, scores_only=True)[..., -1, :]  # (B, H, S): the last query's scores
+    sharp = q.clone()
+    sharp[..., -1, :] *= 200.0 / last.max()  # (B, H, T, D)
+    return Case((sharp, *rest))
 
 
 def _shaw_reference(
@@ -343,6 +354,10 @@ def _shaw_variant(
     return out + torch.einsum("bhts,tsd->bhtd", weights, a_v) if values else out
 
 
+def _unshifted_shaw(*args) -> torch.Tensor:
+    return _shaw_variant(*args, softmax=unshifted_softmax)  # (B, H, T, Dv), NaN rows past a score of 88
+
+
 SHAW = Exercise(
     exercise_id="06.4",
     kind="build",
@@ -376,8 +391,9 @@ SHAW = Exercise(
             "the queries are placed at positions 0 .. T - 1: with T != S they are the last T of the S positions "
             "(offset S - T), as for the bottom-right causal mask.",
         ),
-        Mistake(lambda *a: _shaw_variant(*a, softmax=unshifted_softmax), OVERFLOW_HINT),
+        Mistake(_unshifted_shaw, OVERFLOW_HINT),
     ),
+    diagnoses=(overflow_diagnosis(_unshifted_shaw),),
     hints=(
         "first a (T, S) table of distances, key position minus query position, with query t at position "
         "S - T + t; clip it to [-k, k] and turn it into row numbers 0 .. 2k.",
