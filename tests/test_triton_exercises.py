@@ -221,7 +221,9 @@ def test_a_store_without_its_mask_is_stopped_in_the_notebook(checked: dict[str, 
     assert status == "ERROR" and "OutOfBounds" in message and "tl.store" in message, checked
     # the first case: x (3, 5) in blocks of 8: the last row's lanes 5-7 pass the end of out_ptr
     assert "the program with tl.program_id(0) = 2, lane 5 of 8: tl.store at element 15 of out_ptr" in message
-    assert "out_ptr has 15 elements (0 to 14)" in message, message
+    assert "out_ptr has 15 elements (0 to 14)" in message and message.startswith(
+        "OutOfBounds for x (3, 5): "
+    ), message
 
 
 def test_the_stub_kernel_is_not_attempted(checked: dict[str, list[str]]) -> None:

@@ -236,9 +236,15 @@ def _judge(
             message = f"no answer within {outcome.detail} for {where}"
             return result_for(exercise, Status.TIMEOUT, message, "an endless loop, or a very large tensor?")
         if outcome.kind == "error":
-            message = f"raised {outcome.detail} for {where}"
-            hint = "call your function on these shapes to see why."
-            if outcome.detail.startswith("KernelAlgorithmError"):
+            name, _, rest = outcome.detail.partition(": ")
+            message = f"{name} for {where}: {rest}" if rest else f"{name} for {where}"
+            hint = "call your function on these inputs in a new cell to see the whole traceback."
+            if name == "OutOfBounds":
+                hint = (
+                    "call your launcher on the same shapes in a new cell: with watch_kernels() on (the exercise "
+                    "notebook's setup turns it on) the call stops at the same load or store, at the kernel's line."
+                )
+            elif outcome.detail.startswith("KernelAlgorithmError"):
                 hint = "the exercise asks for a way of computing, not only a result: reread what it asks for."
             elif outcome.detail.startswith("LookupError: no "):
                 hint = "keep the name the exercise gives your kernel or function."
@@ -273,7 +279,9 @@ def _judge(
             message, hint = f"{prop.name}: {message}", prop.message
         return result_for(exercise, Status.FAIL, message, hint)
     n_values = sum(c.group == "values" for c in cases)
-    held = f", and {len(exercise.properties)} propert{'y holds' if len(exercise.properties) == 1 else 'ies hold'}"
+    names = ", ".join(p.name for p in exercise.properties)
+    count = len(exercise.properties)
+    held = f", and {count} propert{'y holds' if count == 1 else 'ies hold'} ({names})"
     message = f"matches the reference on {n_values} random cases{held if exercise.properties else ''}"
     return result_for(exercise, Status.PASS, message)
 
