@@ -21,7 +21,10 @@ The shape every course notebook follows:
   shows (``show_source``). Ten lines a minute is the pace of reading code to understand it rather than to
   skim it: reviewers who read to find defects manage 150–500 lines an hour (SmartBear's study of Cisco's code
   reviews, 2006, advises under 500), and a learner whose prose has just said what the code does reads faster
-  than a reviewer hunting bugs, but not by much. The budget: at most 25 minutes (notebook 00: 15), and the
+  than a reviewer hunting bugs, but not by much. A picture in the prose (``![alt text](figures/name.svg)``, a
+  diagram of :mod:`attn_edu.viz.diagrams`) adds no words: a sighted learner looks at it instead of reading its
+  alt text, which is there for a screen reader, and says again in words what the picture shows (its prose and
+  code around it are counted as usual). The budget: at most 25 minutes (notebook 00: 15), and the
   fifteen cores together at most five hours.
 * **Optional sections** follow the summary. Each starts a markdown cell with
   ``## Going deeper (optional): <title>`` and, on its next line, ``*Why read it:* <one line>``. Nothing but
@@ -55,6 +58,7 @@ BULLET_RE = re.compile(r"^\s*[-*] \S")
 TIME_RE = re.compile(r"\*\*Core path: about (\d+) minutes\.?\*\*")
 DEEPER_PREFIX = "## Going deeper (optional): "
 WHY_RE = re.compile(r"^\*Why read it:\* \S")
+IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")  # ![alt text](figures/name.svg): looked at, not read
 
 
 @dataclass
@@ -77,8 +81,13 @@ def _text(cell: dict) -> str:
 
 
 def words(text: str) -> int:
-    """Words as a reader counts them: runs of non-space characters."""
-    return len(text.split())
+    """Words as a reader counts them: runs of non-space characters, outside images (see the module docstring).
+
+    Example:
+        >>> words("Look: ![three masks side by side, dark cells may attend](figures/mask_kinds.svg) and read on.")
+        4
+    """
+    return len(IMAGE_RE.sub(" ", text).split())
 
 
 def code_lines(text: str) -> int:

@@ -10,13 +10,15 @@ picture cannot load).
     python -m attn_edu.viz.diagrams build [--out DIR]     (default: course/figures)
 
 writes every diagram as ``DIR/<name>.svg``, byte for byte the same on every run (a fixed ``svg.hashsalt``, no
-date, text drawn as paths), so that a stored figure differs from a fresh one only when its code or sizes
+date; text kept as text), so that a stored figure differs from a fresh one only when its code or sizes
 changed. A Markdown cell shows one with ``![alt text](figures/query_path.svg)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +49,8 @@ from attn_edu.viz.diagrams_steps import (
 FIGURES = Path(__file__).resolve().parents[2] / "course" / "figures"  # where the course's Markdown finds them
 SVG_SALT = "attn-edu"  # svg.hashsalt: the ids of clip paths and glyphs, the same on every run
 SVG_METADATA = {"Date": None, "Creator": "attn_edu.viz.diagrams"}  # no date, no matplotlib version
+FALLBACK_FONTS = "'Bitstream Vera Sans', 'Verdana', 'Arial', 'Helvetica', sans-serif"  # after DejaVu Sans
+LONE_FONT = re.compile(r"font-family: '([^']+)'(?=[;\"])")  # a font named with no fallback after it
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ DIAGRAMS: dict[str, Diagram] = {
         self_vs_cross,
         {"T": 6, "S": 6, "T_cross": 3, "C": 8, "C_cross": 12, "D": 4},
         "02_qkv_scaled_dot_product",
-        "§6 Self-attention and cross-attention (after the first paragraph, cell 35)",
+        "§6 Self-attention and cross-attention (in its first paragraph, before the French example, cell 35)",
         "Left, self-attention: Q, K and V are three projections of one sequence X (6 tokens), so the attention is "
         "6 by 6. Right, cross-attention: Q comes from 3 French tokens of size 12, K and V from the 6 English "
         "tokens; the attention is 3 by 6 and only the key size D = 4 must match.",
@@ -96,7 +100,7 @@ DIAGRAMS: dict[str, Diagram] = {
         cache_alignment,
         {"T": 2, "S": 6},
         "04_masks",
-        "§6 Bottom-right vs top-left (after its first paragraph, cell 34)",
+        "§6 Bottom-right vs top-left (after its first paragraph, cell 32)",
         "Two new queries against 6 keys, 4 of them cached. Bottom-right alignment lets the query at position 5 "
         "see all 6 keys and the one at 4 see 5; top-left alignment, PyTorch's is_causal, lets them see only "
         "keys 0 and 0 to 1, ignoring the cache.",
@@ -122,7 +126,7 @@ DIAGRAMS: dict[str, Diagram] = {
         sinusoidal_clock,
         {"dim": 64, "pairs": (0, 4, 8, 16), "position": 3, "shift": 2},
         "06_positional_encodings",
-        "§2 Sinusoidal encodings: a clock with many hands (after the equation, cell 7)",
+        "§2 Sinusoidal encodings: a clock with many hands (after the equation and its paragraph, cell 7)",
         "Four clock faces, pairs 0, 4, 8 and 16 of a 64-dimensional encoding. Each hand turns by its own angle "
         "per token, fast for pair 0 (wavelength 6 tokens) and slow for pair 16 (628 tokens); moving from "
         "position 3 to 5 turns each hand by twice its angle, whatever the starting position.",
@@ -138,9 +142,9 @@ DIAGRAMS: dict[str, Diagram] = {
     ),
     "norm_placement": Diagram(
         norm_placement,
-        {"B": 2, "T": 7, "C": 32},
+        {"B": 16, "T": 12, "C": 32},
         "08_transformer_blocks",
-        "§6 Pre-norm vs post-norm (after the equation, cell 22)",
+        "§6 Pre-norm vs post-norm, trained side by side (after the formulas and their gloss, cell 22)",
         "One block drawn twice. Post-norm puts a LayerNorm on the residual stream after each sum, so the skip "
         "path crosses two norms per block; pre-norm normalises only the branch into attention and the "
         "feed-forward network, so the skip path is a plain sum from the input to the output.",
@@ -156,12 +160,12 @@ DIAGRAMS: dict[str, Diagram] = {
     ),
     "kv_cache_steps": Diagram(
         kv_cache_steps,
-        {"prompt_len": 8, "new_tokens": 5},
+        {"prompt_len": 8, "new_tokens": 4},
         "10_kv_cache",
-        "§2 The cache, step by step (after the first paragraph, cell 5)",
+        "§2 The cache, step by step (after the first paragraph, cell 5; its explorer follows)",
         "Decode steps as rows, positions as columns. With a cache, the prefill computes keys and values for the 8 "
-        "prompt tokens and each later step computes them for its one new token, reading the rest from the cache "
-        "(13 positions in all); without a cache every step recomputes every position (55 in all).",
+        "prompt tokens and each of the 4 later steps computes them for its one new token, reading the rest from "
+        "the cache (12 positions in all); without a cache every step recomputes every position (50 in all).",
     ),
     "sparsity_patterns": Diagram(
         sparsity_patterns,
@@ -194,7 +198,7 @@ DIAGRAMS: dict[str, Diagram] = {
         induction_circuit,
         {"tokens": (36, 22, 2, 32, 13, 4, 36, 22, 2, 32, 13, 4), "query": 8},
         "13_interpretability",
-        "§7(b) A less striking head that everything depends on (after cell 36)",
+        "§7(b) A less striking head that everything depends on (in cell 36, after K-composition is named)",
         "Tokens 36 22 2 32 13 4, repeated. In layer 0 a previous-token head at position 3 reads position 2 and "
         "writes 'token 2 came before me'; the layer-1 induction head builds its key from that (K-composition), so "
         "its query at position 8, the second 2, attends to position 3 and copies 32, the next token.",
@@ -202,10 +206,24 @@ DIAGRAMS: dict[str, Diagram] = {
 }
 
 
+def _with_fallback_fonts(svg: str) -> str:
+    """Give every font that matplotlib names alone (mathtext's glyphs: ``'DejaVu Sans'``, ``'STIXSizeOneSym'``)
+    the sans-serif fallbacks of its plain text, so that a browser without DejaVu draws them in a sans-serif font,
+    not in its default serif one."""
+    return LONE_FONT.sub(lambda m: f"font-family: '{m.group(1)}', {FALLBACK_FONTS}", svg)
+
+
 def save_svg(fig: Figure, path: Path) -> None:
-    """Write ``fig`` as an SVG that is byte for byte the same every run (same code, same matplotlib)."""
-    with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path"}):
-        fig.savefig(path, format="svg", metadata=SVG_METADATA)
+    """Write ``fig`` as an SVG that is byte for byte the same every run (same code, same matplotlib).
+
+    Text stays text (``svg.fonttype`` ``"none"``): a reader's browser draws it in DejaVu Sans or the nearest
+    sans-serif font, a screen reader and a search can read it, and a diagram is a few tens of kilobytes
+    instead of the hundred or so that every glyph drawn as a path costs.
+    """
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "none"}):
+        fig.savefig(buffer, format="svg", metadata=SVG_METADATA)
+    path.write_text(_with_fallback_fonts(buffer.getvalue()), encoding="utf-8")
 
 
 def build(out: Path = FIGURES, names: list[str] | None = None) -> list[Path]:

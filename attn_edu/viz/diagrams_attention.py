@@ -23,6 +23,7 @@ from attn_edu.viz.diagrams_kit import (
     box,
     canvas,
     check_int,
+    elbow,
     frame,
     grid,
     legend_row,
@@ -63,15 +64,15 @@ def query_path(
     fig, ax = canvas(10.0, 4.7, f"one query's path: row {query} of the (T, S) = ({T}, {S}) attention")
     y = 3.55  # row 1's centre line: q_t · Kᵀ -> scores -> ÷ √D -> mask
     grid(ax, 0.3, y + c / 2, 1, D, c, Q)
-    text(ax, 0.3 + D * c / 2, y - 0.45, f"q_{query} ('{token}')\n(1, D) = (1, {D})")
+    text(ax, 0.3 + D * c / 2, y - 0.45, f"$q_{{{query}}}$ ('{token}')\n(1, D) = (1, {D})")
     x = 0.45 + D * c
     text(ax, x, y, "·", size=16)
     _, k_bottom, _, _ = grid(ax, x + 0.15, y + D * c / 2, D, S, c, K)
-    text(ax, x + 0.15 + S * c / 2, k_bottom - 0.2, f"Kᵀ (D, S) = ({D}, {S})")
+    text(ax, x + 0.15 + S * c / 2, k_bottom - 0.2, rf"$K^\top$ (D, S) = ({D}, {S})")
     x += 0.15 + S * c
     steps = [
-        ("", [tint(SC, 0.55)] * S, f"scores q·Kᵀ\n(1, S) = (1, {S})", INK),
-        (f"÷ √{D}", [tint(SC, 0.4)] * S, "scaled\n(1, S)", INK),
+        ("", [tint(SC, 0.55)] * S, rf"scores $q K^\top$" f"\n(1, S) = (1, {S})", INK),
+        (rf"$\div \sqrt{{{D}}}$", [tint(SC, 0.4)] * S, "scaled\n(1, S)", INK),
         ("mask", [tint(SC, 0.4) if v else HIDDEN for v in visible],
          f"{int(visible.sum())} of {S} keys visible" if causal else "no mask here:\nall keys visible", M),
     ]  # fmt: skip
@@ -88,8 +89,10 @@ def query_path(
     weights = np.exp(raw - raw.max())
     weights /= weights.sum()
     x2 = 0.9
-    arrow(ax, (x - S * c / 2, y - 0.75), (x2 + S * c / 2, y2 + c / 2 + 0.05), "softmax over the S keys",
-          bend=0.18, offset=(0.0, 0.45))  # fmt: skip
+    # softmax: down from under the masked row, left below every label of row 1, down onto the weights
+    y_leg = y - 1.05
+    elbow(ax, [(x - S * c / 2, y - 0.78), (x - S * c / 2, y_leg), (x2 + S * c / 2, y_leg),
+               (x2 + S * c / 2, y2 + c / 2 + 0.05)], "softmax over the S keys")  # fmt: skip
     w_cells = [tint(SC, 0.15 + 0.85 * w / weights.max()) if v else HIDDEN for w, v in zip(weights, visible)]
     grid(ax, x2, y2 + c / 2, 1, S, c, [w_cells])
     text(ax, x2 + S * c / 2, y2 - 0.45, "weights (1, S):\n≥ 0, sum to 1")
@@ -100,7 +103,7 @@ def query_path(
     x2 += 0.15 + Dv * c
     arrow(ax, (x2 + 0.05, y2), (x2 + 0.55, y2), "=")
     grid(ax, x2 + 0.6, y2 + c / 2, 1, Dv, c, O)
-    text(ax, x2 + 0.6 + Dv * c / 2, y2 - 0.45, f"o_{query}: V's rows, mixed\n(1, Dv) = (1, {Dv})")
+    text(ax, x2 + 0.6 + Dv * c / 2, y2 - 0.45, f"$o_{{{query}}}$: V's rows, mixed\n(1, Dv) = (1, {Dv})")
     legend_row(ax, 0.3, 0.25, [("query", Q), ("key", K), ("value", V), ("scores, weights", SC),
                                ("output", O), ("hidden", HIDDEN)])  # fmt: skip
     return fig
@@ -190,27 +193,21 @@ def cache_alignment(*, T: int = 2, S: int = 6) -> Figure:
     check_int("S", S, 1, 16)
     check_int("T", T, 1, S)
     c = min(0.38, 3.4 / S)
-    fig, ax = canvas(9.6, 3.4, f"T = {T} new queries, S = {S} keys ({S - T} of them cached)")
+    fig, ax = canvas(9.6, 3.0, f"T = {T} new queries, S = {S} keys ({S - T} of them cached)")
     for i, (title, right) in enumerate(((f"bottom-right: causal_mask({T}, {S}) ✓", True),
                                         ("top-left: PyTorch's is_causal when T ≠ S ✗", False))):  # fmt: skip
         x0 = 1.3 + i * 4.7
         t, s = np.arange(T)[:, None], np.arange(S)[None, :]
         mask = s <= t + (S - T) if right else s <= t
         cells = [[M if mask[a, b] else HIDDEN for b in range(S)] for a in range(T)]
-        _, y0, w, h = grid(ax, x0, 2.5, T, S, c, cells)
+        _, y0, w, h = grid(ax, x0, 2.0, T, S, c, cells)
         for col in range(S):
-            role = K if col < S - T else Q
-            text(
-                ax,
-                x0 + (col + 0.5) * c,
-                2.68,
-                "cached" if col == 0 and S - T > 0 else "",
-                size=SMALL,
-                ha="left",
-            )
-            ax.add_patch(Circle((x0 + (col + 0.5) * c, 2.6 + 0.32), 0.06, color=role))
+            ax.add_patch(Circle((x0 + (col + 0.5) * c, 2.15), 0.06, color=K if col < S - T else Q))
+        if S > T:
+            text(ax, x0 + (S - T) * c / 2, 2.38, "cached keys", color=K)
+        text(ax, x0 + (S - T / 2) * c, 2.38, "new", color=Q)
         for row in range(T):
-            text(ax, x0 - 0.55, 2.5 - (row + 0.5) * c, f"t={row} @ {S - T + row}", size=SMALL)
+            text(ax, x0 - 0.55, 2.0 - (row + 0.5) * c, f"t={row} @ {S - T + row}", size=SMALL)
         text(ax, x0 + w / 2, y0 - 0.3, title, weight="bold" if right else "normal")
         note = (f"the new token at position {S - 1} sees all {S} keys" if right
                 else f"the last query sees only keys 0 .. {T - 1}: the cache is ignored")  # fmt: skip
@@ -219,7 +216,7 @@ def cache_alignment(*, T: int = 2, S: int = 6) -> Figure:
         ax,
         4.8,
         0.2,
-        f"query t sits at absolute position S - T + t = {S - T} + t; dots: cached (orange) and new tokens",
+        f"query t sits at absolute position S − T + t = {S - T} + t",
     )
     return fig
 
@@ -235,31 +232,37 @@ def split_heads(*, T: int = 5, C: int = 12, H: int = 3) -> Figure:
     if C % H:
         raise ValueError(f"C: expected a multiple of H={H} (each head gets D = C / H channels), got {C}")
     D = C // H
-    head_colors = [tint(Q, 0.35 + 0.65 * h / max(H - 1, 1)) for h in range(H)]
-    fig, ax = canvas(10.0, 3.8, f"H = {H} heads of D = C / H = {D}: split, attend, concatenate, W^O")
+    shade = [0.35 + 0.65 * h / max(H - 1, 1) for h in range(H)]  # head h's tint, the same in every panel
+    fig, ax = canvas(
+        10.0, 3.5, f"H = {H} heads of D = C / H = {D}: split, attend, concatenate, mix with $W^O$"
+    )
     c = min(0.14, 1.5 / C)
-    cells = [[head_colors[ch // D] for ch in range(C)] for _ in range(T)]
-    _, y0, w, h = grid(ax, 0.3, 2.9, T, C, c, cells, edge="white", lw=0.3)
+    mid = 1.85  # the centre line of the three matrices
+    cells = [[tint(Q, shade[ch // D]) for ch in range(C)] for _ in range(T)]
+    _, y0, w, h = grid(ax, 0.3, mid + T * c / 2, T, C, c, cells, lw=0.3)
     text(ax, 0.3 + w / 2, y0 - 0.3, f"q_proj(x)\n(B, T, C) = (B, {T}, {C})")
+    spacing = min(0.75, 2.4 / H)
     for i in range(H):
-        y = 3.0 - i * (2.6 / H)
-        xh = 2.7
-        arrow(ax, (0.35 + w, 2.9 - h / 2), (xh - 0.05, y - 0.25), color=Q, bend=0.0)
-        box(ax, xh, y - 0.45, 1.2, 0.45, f"head {i}", shape=None, size=SMALL)
-        ax.patches[-1].set_facecolor(head_colors[i])
-        arrow(ax, (xh + 1.2, y - 0.22), (xh + 1.55, y - 0.22))
-        box(ax, xh + 1.6, y - 0.45, 1.35, 0.45, "attend", "scores", size=SMALL)
-        arrow(ax, (xh + 2.95, y - 0.22), (5.95, 1.75 + (H / 2 - i - 0.5) * 0.2), color=O)
-    text(ax, 3.3, 0.25, f"each head: (B, H, T, D) = (B, {H}, {T}, {D});\nK and V are split the same way")
-    cat = [[tint(O, 0.35 + 0.65 * (ch // D) / max(H - 1, 1)) for ch in range(C)] for _ in range(T)]
-    _, yc, wc, hc = grid(ax, 6.0, 2.3, T, C, c, cat, lw=0.3)
-    text(ax, 6.0 + wc / 2, yc - 0.3, f"concat (B, T, C)\nhead h in channels\n{D}h .. {D}h+{D - 1}")
-    x_w = 6.0 + wc + 0.5
-    arrow(ax, (6.0 + wc + 0.05, 2.3 - hc / 2), (x_w - 0.05, 2.3 - hc / 2), "· W^O")
+        y = mid + (H / 2 - i - 0.5) * spacing  # head i's box centre
+        arrow(ax, (0.35 + w, mid), (2.65, y), color=Q)
+        box(ax, 2.7, y - 0.25, 1.9, 0.5, f"head {i} attends", shape=f"(B, T, D) = (B, {T}, {D})", size=SMALL)
+        ax.patches[-1].set_facecolor(tint(Q, 0.6 * shade[i]))
+        arrow(ax, (4.6, y), (5.25, mid + (H / 2 - i - 0.5) * (T * c / H)), color=O)
+    text(ax, 3.65, 0.3, "K and V are split the same way")
+    cat = [[tint(O, shade[ch // D]) for ch in range(C)] for _ in range(T)]
+    _, yc, wc, hc = grid(ax, 5.3, mid + T * c / 2, T, C, c, cat, lw=0.3)
+    text(ax, 5.3 + wc / 2, yc - 0.3, f"concat: (B, T, C)\nhead h in channels {D}h .. {D}h+{D - 1}")
+    x_w = 5.3 + wc + 0.65
+    arrow(ax, (5.3 + wc + 0.05, mid), (x_w - 0.05, mid), "$\\cdot\\, W^O$")
     rows = [[tint(INK, 0.15 + 0.2 * (r // D)) for _ in range(C)] for r in range(C)]
-    _, yw, ww, hw = grid(ax, x_w, 2.9, C, C, c * 0.8, rows, lw=0.2)
-    text(ax, x_w + ww / 2, yw - 0.3, "W^O (C, C): head h meets\nonly row block h")
-    text(ax, 8.3, 0.3, "= Σ_h head_h · W^O_h: every head\nwrites into all C channels")
+    _, yw, ww, hw = grid(ax, x_w, mid + C * c * 0.4, C, C, c * 0.8, rows, lw=0.2)
+    text(ax, x_w + ww / 2, yw - 0.3, "$W^O$ (C, C): head h meets\nonly row block h")
+    text(
+        ax,
+        x_w + ww / 2,
+        0.3,
+        "$= \\Sigma_h\\, \\mathrm{head}_h W^O_h$: every head\nwrites into all C channels",
+    )
     return fig
 
 

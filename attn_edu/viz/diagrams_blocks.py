@@ -73,12 +73,12 @@ def sinusoidal_clock(
             )
         text(ax, cx, cy - r - 0.22, f"pair {i}: ω = {omega:.3g}")
         text(ax, cx, cy - r - 0.45, f"wavelength {2 * math.pi / omega:,.0f} tokens")
-        text(ax, cx, cy + r + 0.17, f"turn {shift}·ω = {math.degrees(turn):.3g}°", color=SC)
+        text(ax, cx, cy + r + 0.17, f"turn {shift}ω = {math.degrees(turn):.3g}°", color=SC)
     text(
         ax,
         width / 2,
         0.2,
-        f"PE(pos + {shift}) = M_{shift} PE(pos): every pair turns by its own angle, whatever pos",
+        f"$PE(pos + {shift}) = M_{{{shift}}}\\, PE(pos)$: every pair turns by its own angle, whatever pos",
     )
     return fig
 
@@ -128,11 +128,12 @@ def rope_pair(*, pair: Sequence[float] = (1.0, 0.4), theta: float = 0.5, m: int 
     return fig
 
 
-def norm_placement(*, B: int = 2, T: int = 7, C: int = 32) -> Figure:
+def norm_placement(*, B: int = 16, T: int = 12, C: int = 32) -> Figure:
     """Post-norm ``x ← Norm(x + F(x))`` beside pre-norm ``x ← x + F(Norm(x))``, one block each.
 
     In post-norm the residual path crosses a LayerNorm in every block; in pre-norm it is a plain sum, from the
-    embeddings to the last block. Defaults: notebook 08 §1, a block of ``C = 32`` on ``(B, T, C) = (2, 7, 32)``.
+    embeddings to the last block. Defaults: notebook 08 §6, the sorting task's batch of 16 sequences of 12 tokens,
+    ``C = 32``.
     """
     for name, value in (("B", B), ("T", T), ("C", C)):
         check_int(name, value, 1, 100_000)
@@ -178,25 +179,18 @@ def architectures(*, S: int = 6, S_real: int = 5, T: int = 4) -> Figure:
     check_int("S", S, 1, 64)
     check_int("S_real", S_real, 1, S)
     check_int("T", T, 1, 64)
-    fig, ax = canvas(10.0, 3.9, "three ways to wire attention: who reads whom, under which mask")
+    fig, ax = canvas(10.0, 4.2, "three ways to wire attention: who reads whom, under which mask")
     source, target = f"source: S = {S} ({S - S_real} pad)", f"output so far: T = {T}"
     columns = [  # x, width, title, input, mask
         (0.2, 2.3, "encoder (BERT)", source, "padding mask (S, S)"),
         (2.8, 2.3, "decoder (GPT)", target, "causal mask (T, T)"),
-        (5.5, 1.95, "encoder-decoder (T5):", source, "padding (S, S)"),
-        (7.75, 2.1, "", target, "causal (T, T)"),
+        (5.5, 1.7, "", source, "padding (S, S)"),
+        (7.85, 2.0, "", target, "causal (T, T)"),
     ]
     for x0, w, title, given, mask in columns:
         cx = x0 + w / 2
         if title:
-            text(
-                ax,
-                cx if x0 < 5 else 7.8,
-                3.45,
-                title + (" encoder, decoder" if x0 > 5 else ""),
-                weight="bold",
-                size=10,
-            )
+            text(ax, cx, 3.75, title, weight="bold", size=10)
         box(ax, x0, 0.25, w, 0.45, given, size=SMALL)
         box(ax, x0, 1.0, w, 0.6, "self-attention", "scores", shape=mask, size=SMALL)
         arrow(ax, (cx, 0.7), (cx, 1.0), color=Q)
@@ -207,8 +201,10 @@ def architectures(*, S: int = 6, S_real: int = 5, T: int = 4) -> Figure:
             top = 2.5
         box(ax, x0, top + 0.25, w, 0.4, "feed-forward", size=SMALL)
         arrow(ax, (cx, top), (cx, top + 0.25))
-        text(ax, cx, top + 0.8, "× L blocks", size=SMALL)
+        stack = "encoder " if x0 == 5.5 else "decoder " if x0 > 7 else ""
+        text(ax, cx, top + 0.8, f"{stack}× L blocks", size=SMALL)
+    text(ax, 7.75, 3.75, "encoder-decoder (T5)", weight="bold", size=10)
     # the encoder's output feeds every decoder block's cross-attention: K and V, computed once
-    arrow(ax, (7.45, 2.3), (7.75, 2.2), color=K)
-    text(ax, 6.5, 2.85, "K, V from the encoder's\noutput, computed once", color=K)
+    arrow(ax, (7.2, 2.05), (7.85, 2.2), color=K)
+    text(ax, 7.5, 2.4, "K, V", color=K)
     return fig

@@ -2,7 +2,8 @@
 
 Used by :mod:`attn_edu.viz.diagrams_attention` and :mod:`attn_edu.viz.diagrams_steps`, so that every
 diagram speaks one visual language: a role keeps its colour (:data:`attn_edu.viz.common.ROLE_COLORS`), boxes
-are labelled with the shape legend's letters (``B``, ``T``, ``S``, ``H``, ``D``, ``C``), text is never smaller
+are labelled with the shape legend's letters (``B``, ``T``, ``S``, ``H``, ``D``, ``C``), symbols are written in
+matplotlib's mathtext (``$W^O$``, ``$K^\\top$``, ``$\\sqrt{D}$``: no carets), text is never smaller
 than :data:`SMALL` points, arrows all look alike, and no canvas is wider than :data:`MAX_WIDTH` inches (a
 notebook's width). The canvas is measured in inches: ``box(ax, 1.0, 2.0, ...)`` sits one inch from the left
 edge and two from the bottom, whatever the figure's size.
@@ -17,7 +18,10 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+from matplotlib.font_manager import FontProperties
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, PathPatch, Rectangle
+from matplotlib.textpath import TextPath
+from matplotlib.transforms import Affine2D
 
 from attn_edu.viz.common import HIDDEN_COLOR, ROLE_COLORS
 
@@ -26,6 +30,8 @@ SMALL = 9.0  # points: shapes and notes, the smallest text of any diagram
 TITLE = 11.0  # points: a diagram's title
 MAX_WIDTH = 10.0  # inches: a notebook's width
 INK = "#333333"  # outlines, arrows and text that belong to no role
+LINE = 1.45  # font sizes between the lines of a text that holds mathtext (matplotlib's own spacing, about)
+BASELINE = 0.33  # how far a line's centre sits above its baseline, in font sizes
 ARROW = {"arrowstyle": "-|>", "color": INK, "lw": 1.2, "mutation_scale": 11, "shrinkA": 2, "shrinkB": 2}
 
 
@@ -82,10 +88,47 @@ def canvas(width: float, height: float, title: str | None = None) -> tuple[Figur
     return fig, ax
 
 
+def _math_line(ax: Axes, x: float, y: float, s: str, size: float, options: dict[str, Any]) -> None:
+    """One line holding mathtext (``$W^O$``), drawn as an outline: centred on ``y``, placed on ``x`` as ``ha`` says.
+
+    An SVG keeps plain text as text, but the glyphs of mathtext, each placed on its own and some from fonts a
+    browser lacks (the radical's), come out misplaced there; as outlines they look as matplotlib drew them.
+    """
+    weight = options.get("weight", "normal")
+    path = TextPath((0, 0), s, size=size, prop=FontProperties(weight=weight))
+    ink = path.get_extents()  # points, from the baseline's start
+    ha = options.get("ha", "center")
+    left = {"left": ink.x0, "right": ink.x1}.get(ha, (ink.x0 + ink.x1) / 2)
+    place = Affine2D().translate(-left, -BASELINE * size).scale(1 / 72).translate(x, y)
+    patch = PathPatch(
+        path, facecolor=options.get("color", INK), edgecolor="none", transform=place + ax.transData
+    )
+    if "zorder" in options:
+        patch.set_zorder(options["zorder"])
+    ax.add_patch(patch)
+
+
 def text(ax: Axes, x: float, y: float, s: str, *, size: float = SMALL, **kwargs: Any) -> None:
-    """Text centred on ``(x, y)`` in the diagrams' font (``ha``/``va``/``color`` may be overridden)."""
+    """Text centred on ``(x, y)`` in the diagrams' font (``ha``/``va``/``color`` may be overridden).
+
+    A line with mathtext (``$K^\\top$``) is drawn as an outline (:func:`_math_line`), the others as text;
+    lines are ``LINE`` font sizes apart, as matplotlib sets a multi-line text.
+    """
     options = {"ha": "center", "va": "center", "color": INK, **kwargs}
-    ax.text(x, y, s, fontsize=max(size, SMALL), **options)
+    size = max(size, SMALL)
+    if "$" not in s:
+        ax.text(x, y, s, fontsize=size, **options)
+        return
+    if options["va"] != "center" or options.get("rotation"):
+        raise ValueError(f"s: mathtext is drawn centred and level only, got {s!r} with {kwargs}")
+    lines = s.split("\n")
+    step = LINE * size / 72  # inches between baselines
+    for i, line in enumerate(lines):
+        y_line = y + step * ((len(lines) - 1) / 2 - i)
+        if "$" in line:
+            _math_line(ax, x, y_line, line, size, options)
+        else:
+            ax.text(x, y_line, line, fontsize=size, **options)
 
 
 def box(
@@ -141,6 +184,33 @@ def arrow(
     if label:
         mid = ((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1])
         text(ax, *mid, label, color=color if color != INK else INK)
+
+
+def elbow(
+    ax: Axes,
+    points: Sequence[tuple[float, float]],
+    label: str | None = None,
+    *,
+    color: str = INK,
+    label_at: tuple[float, float] | None = None,
+) -> None:
+    """An arrow along straight legs through ``points`` (first to last), for a path that must go round text.
+
+    ``label`` sits at ``label_at`` (default: just above the middle of the longest leg).
+    """
+    if len(points) < 2:
+        raise ValueError(f"points: expected at least 2 points, got {len(points)}")
+    xs, ys = zip(*points[:-1])
+    ax.plot([*xs, points[-1][0]], [*ys, points[-1][1]], color=color, lw=ARROW["lw"], solid_capstyle="butt")
+    ax.add_patch(FancyArrowPatch(points[-2], points[-1], **{**ARROW, "color": color, "shrinkA": 0}))
+    if label:
+        if label_at is None:
+            legs = list(zip(points, points[1:]))
+            (x1, y1), (x2, y2) = max(
+                legs, key=lambda leg: abs(leg[1][0] - leg[0][0]) + abs(leg[1][1] - leg[0][1])
+            )
+            label_at = ((x1 + x2) / 2, (y1 + y2) / 2 + 0.14)
+        text(ax, *label_at, label, color=color)
 
 
 def grid(

@@ -33,13 +33,13 @@ from attn_edu.viz.diagrams_kit import (
 Q, K, V, SC, M, O = (ROLE_COLORS[r] for r in ("query", "key", "value", "scores", "mask", "output"))  # noqa: E741
 
 
-def kv_cache_steps(*, prompt_len: int = 8, new_tokens: int = 5, step: int | None = None) -> Figure:
+def kv_cache_steps(*, prompt_len: int = 8, new_tokens: int = 4, step: int | None = None) -> Figure:
     """Decoding with and without a KV cache, step by step: what each step computes, what it reuses.
 
     Row ``i`` is decode step ``i`` (step 0 is the prompt, the *prefill*), column ``s`` is position ``s``. With a
     cache a step computes keys and values for its new token only and reads the stored ones; without, it
     recomputes every position. ``step`` (default: the last) shows the steps up to it. Defaults: notebook 10 §2,
-    an 8-token prompt and 5 steps.
+    an 8-token prompt and the 4 steps after the prefill of its decoding loop.
     """
     check_int("prompt_len", prompt_len, 1, 24)
     check_int("new_tokens", new_tokens, 1, 12)
@@ -194,20 +194,20 @@ def flash_tile_loop(
     text(ax, x0 - 0.3, top - num_q_blocks * c / 2, "query blocks i →", rotation=90)
     # the chip: Q_i held, K_j and V_j streaming in, the statistics
     cx = 3.6
-    box(ax, cx, 0.6, 3.0, 2.9, "", "value", dashed=True)
+    box(ax, cx, 0.9, 3.0, 2.6, "", "value", dashed=True)
+    ax.patches[-1].set_facecolor("white")
     text(ax, cx + 1.5, 3.3, "on chip (SRAM), one program", weight="bold")
-    box(ax, cx + 0.2, 2.35, 0.8, 0.6, f"Q_{query_block}", "query", shape="held")
-    box(ax, cx + 1.1, 2.35, 0.8, 0.6, f"K_{step - 1}", "key", shape="streamed")
-    box(ax, cx + 2.0, 2.35, 0.8, 0.6, f"V_{step - 1}", "value", shape="streamed")
-    box(ax, cx + 0.2, 1.45, 1.3, 0.6, f"S_{query_block}{step - 1}", "scores", shape="tile, then gone")
-    box(ax, cx + 1.6, 1.45, 1.2, 0.6, "m, ℓ, acc", "output", shape="kept")
-    text(ax, cx + 1.5, 0.9, "only m, ℓ and acc live on\nbetween tiles: O(n·d) memory")
+    box(ax, cx + 0.2, 2.35, 0.8, 0.6, f"$Q_{{{query_block}}}$", "query", shape="held")
+    box(ax, cx + 1.1, 2.35, 0.8, 0.6, f"$K_{{{step - 1}}}$", "key", shape="streamed")
+    box(ax, cx + 2.0, 2.35, 0.8, 0.6, f"$V_{{{step - 1}}}$", "value", shape="streamed")
+    box(ax, cx + 0.2, 1.2, 1.3, 0.7, f"$S_{{{query_block}{step - 1}}}$", "scores", shape="used, dropped")
+    box(ax, cx + 1.6, 1.2, 1.2, 0.7, r"$m,\ \ell,\ acc$", "output", shape="kept")
     # the running statistics of one row
     tx = 7.0
     text(ax, tx + 1.4, 3.3, "one query row, after block j", weight="bold")
-    text(ax, tx + 0.3, 2.95, "j", ha="center")
-    text(ax, tx + 1.2, 2.95, "max m", ha="center")
-    text(ax, tx + 2.3, 2.95, "sum ℓ", ha="center")
+    text(ax, tx + 0.3, 2.95, "$j$", ha="center")
+    text(ax, tx + 1.2, 2.95, "max $m$", ha="center")
+    text(ax, tx + 2.3, 2.95, r"sum $\ell$", ha="center")
     m, total = -np.inf, 0.0
     for j in range(visits):
         part = scores[j * block : (j + 1) * block]
@@ -220,7 +220,8 @@ def flash_tile_loop(
         text(ax, tx + 0.3, y, str(j), color=color)
         text(ax, tx + 1.2, y, f"{m:.2f}" if shown else "…", color=color)
         text(ax, tx + 2.3, y, f"{total:.2f}" if shown else "…", color=color)
-    text(ax, tx + 1.4, 0.75, "a new max rescales the old sum\nby exp(m_old − m_new)", size=SMALL)
+    text(ax, tx + 1.4, 2.6 - visits * 0.32 - 0.3, "a new max rescales the old sum\n" r"by $\exp(m_{old} - m_{new})$",
+         size=SMALL)  # fmt: skip
     legend_row(ax, 0.3, 0.25, [("done", tint(SC, 0.45)), ("this step", SC), ("to come", "white"),
                                ("skipped", HIDDEN)])  # fmt: skip
     return fig
@@ -245,9 +246,9 @@ def backward_recompute(*, T: int = 20, S: int = 28, D: int = 16, block: int = 8)
     text(ax, 1.6, 0.85, f"{T * S} → {T} numbers kept\nper head for the softmax")
     text(ax, 6.3, 3.45, f"backward, tile (i, j): {-(-T // block)} × {-(-S // block)} tiles", weight="bold")
     steps = [
-        ("S_ij = Q_i K_jᵀ / √D", "scores", 3.4),
-        ("P_ij = exp(S_ij − lse_i)", "scores", 5.5),
-        ("dV_j += P_ijᵀ dO_i", "value", 7.6),
+        (r"$S_{ij} = Q_i K_j^\top / \sqrt{D}$", "scores", 3.4),
+        (r"$P_{ij} = \exp(S_{ij} - lse_i)$", "scores", 5.5),
+        (r"$dV_j$ += $P_{ij}^\top dO_i$", "value", 7.6),
     ]
     for label, role, x in steps:
         box(ax, x, 2.5, 1.9, 0.55, label, role, size=SMALL)
@@ -255,17 +256,17 @@ def backward_recompute(*, T: int = 20, S: int = 28, D: int = 16, block: int = 8)
     arrow(ax, (7.4, 2.77), (7.6, 2.77))
     arrow(ax, (2.9, 2.75), (3.4, 2.75), color=SC, bend=0.0)
     lower = [
-        ("dP_ij = dO_i V_jᵀ", "value", 3.4),
-        ("dS_ij = P_ij ∘ (dP_ij − δ_i)", "scores", 5.5),
-        ("dQ_i += dS_ij K_j / √D\ndK_j += dS_ijᵀ Q_i / √D", "query", 7.6),
+        (r"$dP_{ij} = dO_i V_j^\top$", "value", 3.4),
+        (r"$dS_{ij} = P_{ij} \circ (dP_{ij} - \delta_i)$", "scores", 5.5),
+        (r"$dQ_i$ += $dS_{ij} K_j / \sqrt{D}$" "\n" r"$dK_j$ += $dS_{ij}^\top Q_i / \sqrt{D}$", "query", 7.6),
     ]
     for label, role, x in lower:
         box(ax, x, 1.45, 1.9, 0.7, label, role, size=SMALL)
     arrow(ax, (6.45, 2.5), (6.45, 2.15))
     arrow(ax, (5.3, 1.8), (5.5, 1.8))
     arrow(ax, (7.4, 1.8), (7.6, 1.8))
-    text(ax, 6.5, 0.85, "δ_i = rowsum(dO_i ∘ O_i): one number per query, computed before the loop,\n"
-         "because rowsum(P ∘ dP) needs a whole row of P, which no tile holds")  # fmt: skip
+    text(ax, 6.5, 0.85, r"$\delta_i = \mathrm{rowsum}(dO_i \circ O_i)$: one number per query, computed before the "
+         "loop,\n" r"because $\mathrm{rowsum}(P \circ dP)$ needs a whole row of $P$, which no tile holds")  # fmt: skip
     return fig
 
 
@@ -293,29 +294,26 @@ def induction_circuit(
         10.0, 4.3, f"the induction circuit on {tokens[query]} at position {query}: predict {tokens[source]}"
     )
     x0 = 1.3
-    for layer, y in (("tokens", 0.7), ("layer 0", 1.6), ("layer 1", 3.1)):
+    for layer, y in (("tokens", 0.7), ("layer 0", 1.35), ("layer 1", 3.0)):
         text(ax, 0.6, y, layer, weight="bold")
     for p, tok in enumerate(tokens):
         x = x0 + p * c
-        face = Q if p == query else (K if p == source else tint(INK, 0.12))
         box(ax, x + 0.04, 0.5, c - 0.08, 0.4, str(tok), size=SMALL, role=None)
-        ax.patches[-1].set_facecolor(face if p in (query, source) else "white")
+        ax.patches[-1].set_facecolor(Q if p == query else K if p == source else "white")
         text(ax, x + c / 2, 0.3, str(p), size=SMALL, color=tint(INK, 0.7))
-    # layer 0: the previous-token head at `source` reads position source - 1 and writes it into the stream
     xs, xp, xq = (x0 + (p + 0.5) * c for p in (source, source - 1, query))
-    arrow(ax, (xs, 1.2), (xp, 1.2), bend=0.9, color=K)
-    text(ax, xp - 0.1, 1.5, f"previous-token head (layer 0)\nat position {source} reads position {source - 1}",
-         ha="right", color=K)  # fmt: skip
-    arrow(ax, (xs, 0.92), (xs, 1.2), color=K, dashed=True)
-    text(ax, xs + 0.12, 1.85, f"writes '{tokens[source - 1]} came before me'\ninto the residual stream", ha="left",
+    # layer 0: the previous-token head at `source` reads position source - 1
+    arrow(ax, (xs, 1.0), (xp, 1.0), bend=0.9, color=K)
+    text(ax, xs + 0.15, 1.35, f"previous-token head: {source} reads {source - 1}", ha="left", color=K)
+    # what it writes becomes the layer-1 key at `source` (K-composition)
+    arrow(ax, (xs, 1.55), (xs, 2.85), color=K, dashed=True)
+    text(ax, xs + 0.15, 2.2, f"K-composition: key {source} now\nsays 'after a {tokens[source - 1]}'", ha="left",
          color=K)  # fmt: skip
-    # layer 1: the induction head's query at `query` matches the key built from layer 0's output
-    arrow(ax, (xs, 1.5), (xs, 3.0), color=K, dashed=True)
-    text(ax, xs - 0.12, 2.55, "K-composition: the layer-1\nkey is built from it", ha="right", color=K)
-    arrow(ax, (xq, 0.92), (xq, 3.0), color=Q, dashed=True)
-    arrow(ax, (xq, 3.1), (xs, 3.1), f"induction head: who came after a {tokens[query]}?", bend=0.35,
-          color=SC, offset=(0.0, 0.55))  # fmt: skip
-    text(ax, xq + 0.1, 2.2, f"query: 'I am {tokens[query]}'", ha="left", color=Q)
+    # layer 1: the induction head's query at `query` finds that key
+    arrow(ax, (xq, 0.95), (xq, 2.85), color=Q, dashed=True)
+    text(ax, xq + 0.15, 1.9, f"query {query}:\n'I am {tokens[query]}'", ha="left", color=Q)
+    arrow(ax, (xq, 3.0), (xs, 3.0), f"induction head: who came after a {tokens[query]}?", bend=0.3,
+          color=SC, offset=(0.0, 0.62))  # fmt: skip
     text(ax, 5.0, 0.05, f"the head attends to position {source} and copies its token: predicts {tokens[source]} "
          f"at position {query + 1}", size=SMALL)  # fmt: skip
     return fig
