@@ -14,6 +14,7 @@ import torch
 from helpers import answer_key
 
 from attn_edu.grading import Status, check, hint
+from attn_edu.grading.exercise import LEVELS
 from attn_edu.grading.notebook import submitted
 from attn_edu.grading.registry import CHECK_MODULES, collect, exercises, get_exercise, questions
 from attn_edu.grading.run import ExerciseTimeout, one_thread, time_limit, watch_shortcuts
@@ -97,7 +98,9 @@ def test_a_partly_right_answer_earns_the_share_of_its_cases() -> None:
 
 def test_points_grow_with_difficulty_and_time() -> None:
     items = exercises()
-    assert items["04.1"].points == 1 and items["12.7"].points == 12  # 5-minute warm-up, 40-minute kernel
+    assert items["03.1"].points == 1  # level 1, 5 minutes: the least an exercise is worth
+    assert items["12.3"].points < items["12.1"].points < items["12.2"].points  # recall < one idea < algorithm
+    assert {e.difficulty for e in items.values()} <= set(LEVELS) and len(LEVELS) >= 4
     assert all(q.points == 1 for q in questions().values())
     assert all(
         items[a].points <= items[b].points

@@ -65,11 +65,13 @@ def test_a_predicate_that_cannot_read_the_output_fails_the_answer_not_the_check(
 
 
 def test_the_badge_names_the_kind() -> None:
-    assert badge(PAIRS) == "★☆☆ warm-up · measure · about 10 min · 1 point"
+    assert badge(PAIRS) == "★☆☆☆☆ recall · measure · about 10 min · 1 point"
     plain = dataclasses.replace(PAIRS, kind="", difficulty=2, minutes=5)
-    assert badge(plain) == "★★☆ core · about 5 min · 2 points"
+    assert badge(plain) == "★★☆☆☆ one idea · about 5 min · 2 points"
     project = dataclasses.replace(PAIRS, kind="triton", difficulty=3, minutes=40)
     assert project.points == 12 and badge(project).endswith("Triton kernel · about 40 min · 12 points")
+    kernel = dataclasses.replace(project, difficulty=5)
+    assert badge(kernel).startswith("★★★★★ kernel · ") and kernel.points == 20
     assert set(KINDS) == {"", "build", "measure", "triton"}
 
 

@@ -40,7 +40,7 @@ class Mistake:
 OVERFLOW_HINT = (
     "the softmax is not shifted: in float32, exp overflows past about 88, so the case with the largest scores "
     "gives inf / inf = NaN. Subtract each row's largest score before exp (the shift cancels in the ratio), as "
-    "torch.softmax does."
+    "a library softmax does."
 )
 
 
@@ -120,8 +120,10 @@ class Exercise:
     properties: tuple[Property, ...] = ()  # checked last, each on its own cases
     diagnoses: tuple[Callable[[Case, torch.Tensor], str | None], ...] = ()  # explain a value mismatch
     hints: tuple[str, ...] = ()  # tiered: general first, nearly the answer last
-    difficulty: int = 1  # 1 warm-up, 2 takes thought, 3 a project (shown as stars in the notebook)
-    minutes: int = 10  # about how long a learner who read the notebook needs
+    difficulty: int = 1  # a level of LEVELS, 1 (recall) to 5 (a kernel); stars in the notebook
+    # About how long a careful first-time solver who read the notebook needs: 3 minutes of reading, then per line
+    # of the solution 1 minute at level 1 up to 6 at level 5 (LEVEL_RATE), at least LEVEL_FLOOR, in fives.
+    minutes: int = 10
     # "" a function to write; "build" assembles a module and matches a production peer; "measure" runs an
     # experiment whose answer is checked by a Property with ``holds``; "triton" a kernel for Triton.
     kind: str = ""
@@ -130,8 +132,8 @@ class Exercise:
 
     @property
     def points(self) -> int:
-        """Points for a PASS: the difficulty times the minutes in tens, rounded up (a 5-minute warm-up 1, a
-        15-minute core exercise 4, a 40-minute challenge 12); a partial answer earns its share of the cases."""
+        """Points for a PASS: the level times the minutes in tens, rounded up (a 5-minute recall 1, a 15-minute
+        exercise of one idea 4, a 35-minute algorithm 16); a partial answer earns its share of the cases."""
         return self.difficulty * math.ceil(self.minutes / 10)
 
 
@@ -179,14 +181,24 @@ class Question:
         return ", ".join(letters[:-1]) + f" or {letters[-1]}"
 
 
-LEVELS = {1: "warm-up", 2: "core", 3: "challenge"}
+# The difficulty scale: what a level asks of the learner, from a formula the text states to a kernel.
+LEVELS = {1: "recall", 2: "one idea", 3: "combine", 4: "algorithm", 5: "kernel"}
+LEVEL_MEANING = {
+    1: "recall or transcribe a formula the text states, one or two lines",
+    2: "a few lines that carry one idea",
+    3: "several ideas combined, or shapes to get right across steps",
+    4: "an algorithm with state: tiled, recurrent, a loop that carries running values",
+    5: "a kernel or a small project: an algorithm written for the hardware",
+}
+LEVEL_RATE = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6}  # minutes per line of solution code at each level
+LEVEL_FLOOR = {1: 5, 2: 10, 3: 15, 4: 30, 5: 60}  # the fewest minutes an exercise of each level takes
 KINDS = {"": "", "build": "build and verify", "measure": "measure", "triton": "Triton kernel"}
 
 
 def badge(item: Exercise | Question) -> str:
-    """The difficulty, kind, time and points an exercise's heading shows: ``★★☆ core · measure · about 10 min ·
-    2 points`` (no kind for a plain function or a question)."""
-    stars = "★" * item.difficulty + "☆" * (3 - item.difficulty)
+    """The level, kind, time and points an exercise's heading shows: ``★★★☆☆ combine · measure · about 20 min ·
+    6 points`` (no kind for a plain function or a question)."""
+    stars = "★" * item.difficulty + "☆" * (len(LEVELS) - item.difficulty)
     kind = KINDS[item.kind] if isinstance(item, Exercise) else ""  # a question's kind is its answer's form
     worth = f"{item.points} point{'s' if item.points != 1 else ''}"
     return f"{stars} {LEVELS[item.difficulty]}{f' · {kind}' if kind else ''} · about {item.minutes} min · {worth}"

@@ -106,7 +106,7 @@ MLM = Exercise(
         Mistake(
             lambda *a: _mlm_variant(*a, skip_specials=False),
             "special tokens ([CLS], [SEP], padding) are picked too; they are never masked or scored: "
-            "drop them with ~torch.isin(input_ids, special_ids) before anything else.",
+            "leave out every token whose id is in special_ids before anything else.",
         ),
         Mistake(
             lambda *a: _mlm_variant(*a, mask_share=1.0, random_share=0.0),
@@ -129,15 +129,15 @@ MLM = Exercise(
         ),
     ),
     hints=(
-        "one boolean (B, T) tensor says which tokens are picked: u below 0.15 and the token not in "
-        "special_ids (torch.isin). u then decides what a picked token becomes: [MASK] below 0.12, a "
-        "random id from 0.12 to 0.135, itself from 0.135 to 0.15.",
-        "two torch.where calls build the inputs: one puts mask_token_id where a token is picked and u "
-        "< 0.12, the next puts random_ids where it is picked and 0.12 <= u < 0.135; every other token "
-        "keeps its id.",
-        "the labels come from the original input_ids, not the corrupted inputs: keep them where "
-        "picked and write -100 elsewhere (masked_fill with the negated mask); stack the inputs first, "
-        "the labels second.",
+        "one boolean (B, T) tensor says which tokens are picked: u below 0.15 and the token not special. "
+        "u then decides what a picked token becomes: [MASK] below 0.12, a random id from 0.12 to 0.135, "
+        "itself from 0.135 to 0.15.",
+        "the inputs are built in two replacements: first mask_token_id where a token is picked and u < "
+        "0.12, then the random id where it is picked and 0.12 ≤ u < 0.135; every other token keeps its "
+        "id. The labels are a separate tensor, -100 where nothing is picked.",
+        "a sketch: picked = (u < 0.15) & ~torch.isin(input_ids, special_ids); two torch.where calls "
+        "build the inputs; the labels come from the original input_ids, not the corrupted inputs: "
+        "input_ids.masked_fill(~picked, -100); stack the inputs first, the labels second.",
     ),
     difficulty=2,
     minutes=15,
@@ -186,13 +186,14 @@ CLM = Exercise(
     mistakes=(
         Mistake(
             _ce,
-            "no shift: position t is scored on its own token t, which it can see in its input. "
-            "Score logits[:, :-1] against labels[:, 1:].",
+            "no shift: position t is scored on its own token t, which it can see in its input. Position "
+            "t must be scored on token t + 1: drop the last position of the logits and the first of the "
+            "labels.",
         ),
         Mistake(
             lambda logits, labels: _ce(logits[:, 1:], labels[:, :-1]),
-            "the shift goes the wrong way: logits[:, 1:] against labels[:, :-1] asks position t + 1 for "
-            "token t, the past. Use logits[:, :-1] against labels[:, 1:].",
+            "the shift goes the wrong way: position t + 1 is asked for token t, the past. Drop the last "
+            "position of the logits and the first of the labels, not the other way round.",
         ),
         Mistake(
             _per_row_mean,
@@ -212,13 +213,14 @@ CLM = Exercise(
     hints=(
         "the logits at position t predict token t + 1: drop the last position of the logits and the "
         "first of the labels.",
-        "flatten (B, T-1, V) to (B·(T-1), V) and (B, T-1) to (B·(T-1),) for F.cross_entropy, which "
-        "skips labels equal to -100 (ignore_index) by default.",
-        "one F.cross_entropy call on the flattened tokens, with its default mean reduction, averages "
-        "over the scored tokens of the whole batch; averaging per row first would weigh short rows "
-        "too much.",
+        "after the shift there are B · (T - 1) scored positions: flatten the logits to one row of V per "
+        "token and the labels to one id per token; the library cross-entropy skips labels equal to -100 "
+        "(its ignore index) by default.",
+        "a sketch: F.cross_entropy(logits[:, :-1].reshape(-1, V), labels[:, 1:].reshape(-1)) with its "
+        "default mean reduction averages over the scored tokens of the whole batch; averaging per row "
+        "first would weigh short rows too much.",
     ),
-    difficulty=1,
+    difficulty=2,
     minutes=10,
 )
 
@@ -279,8 +281,9 @@ SPANS = Exercise(
         ),
         Mistake(
             _one_sentinel_per_token,
-            "each hidden token got its own sentinel; a whole run of hidden tokens (a span) is replaced by "
-            "one sentinel. Find the first token of each run: noise & ~(the previous token is noise).",
+            "each hidden token got its own sentinel; a whole run of hidden tokens (a span) is replaced "
+            "by one sentinel. Find the first token of each run: a hidden token whose previous token is "
+            "not hidden.",
         ),
         Mistake(
             lambda tokens, noise, s: replace_spans_with_sentinels(tokens, noise, s - 1),
@@ -290,7 +293,8 @@ SPANS = Exercise(
         Mistake(
             lambda tokens, noise, s: torch.where(noise, s, tokens),
             "the hidden tokens are overwritten one by one with a single sentinel; replace each span by "
-            "one sentinel (so the input gets shorter) and number the spans: sentinel_start_id - k.",
+            "one sentinel (so the input gets shorter) and number the spans, counting down from "
+            "sentinel_start_id.",
         ),
         Mistake(
             lambda tokens, noise, s: replace_spans_with_sentinels(tokens, ~noise, s),
@@ -299,13 +303,15 @@ SPANS = Exercise(
         ),
     ),
     hints=(
-        "a span starts where noise is True and the previous token is not: starts = noise & "
-        "~torch.cat([noise.new_zeros(1), noise[:-1]]).",
-        "the k-th start (k = 0, 1, ...) gets sentinel_start_id - k: starts.long().cumsum(0) counts "
-        "them (1, 2, ...) along the sequence.",
-        "write the sentinels over the tokens at the starts (torch.where), then index with a boolean "
-        "mask that keeps every clean token and the first position of every span: the rest of each "
-        "span drops out.",
+        "a span starts where noise is True and the previous token's noise is not (the first token has no "
+        "previous one: count it as not noise). Each start gets one sentinel; the rest of its span "
+        "disappears.",
+        "the k-th start (k = 0, 1, ...) gets sentinel_start_id - k: a running count of the starts along "
+        "the sequence (1, 2, ...) numbers them. Then write the sentinels over the tokens at the starts "
+        "and drop the other hidden tokens.",
+        "a sketch: starts = noise & ~torch.cat([noise.new_zeros(1), noise[:-1]]); the numbers are "
+        "starts.long().cumsum(0); write the sentinels at the starts with torch.where, then index with a "
+        "boolean mask that keeps every clean token and the first position of every span.",
     ),
     difficulty=3,
     minutes=20,
@@ -368,8 +374,8 @@ COUNT = Exercise(
     mistakes=(
         Mistake(
             lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, head=V * C if tied else 0),
-            "the tied output head is counted twice: with tie_embeddings=True lm_head *is* the token "
-            "embedding matrix, one V·C tensor; add V·C only when the head is untied.",
+            "the tied output head is counted twice: when the embeddings are tied the lm_head *is* the "
+            "token embedding matrix, one V·C tensor; add V·C only when the head is untied.",
         ),
         Mistake(
             lambda V, P, C, L, F, tied: _count_variant(V, P, C, L, F, tied, biases=False),
@@ -398,13 +404,15 @@ COUNT = Exercise(
         "add up the tensors: token table V·C, position table P·C, per block the attention (four C×C "
         "projections with biases), the FFN (C×F and F×C with biases) and two LayerNorms, then a final "
         "LayerNorm; the head adds V·C only when it is not tied.",
-        "per block: 4C² + 4C (attention) + 2CF + F + C (FFN) + 4C (two LayerNorms of 2C).",
+        "count per block: 4C² + 4C for attention (four C × C projections with biases), 2CF + F + C for "
+        "the FFN (C × F and F × C, with biases), and 4C for the two LayerNorms (a gain and a bias each); "
+        "the embeddings and the final LayerNorm sit outside the blocks.",
         "the total is the two tables, plus num_layers times the per-block count, plus 2C for the "
         "final LayerNorm, plus one more V·C when tie_embeddings is False; wrap the Python int in "
         "torch.tensor.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=20,
 )
 
 
@@ -488,8 +496,8 @@ LOSS_BY_POSITION = Exercise(
             lambda logits, targets, ignore_index=IGNORE_INDEX: _by_position_variant(
                 logits, targets, ignore_index, zeros_in=True
             ),
-            "the ignored targets are averaged in as losses of 0; divide each position's sum by the number "
-            "of targets scored there, (targets != ignore_index).sum(0), not by B.",
+            "the ignored targets are averaged in as losses of 0; divide each position's sum by the "
+            "number of targets scored there, not by B.",
         ),
         Mistake(
             lambda logits, targets, ignore_index=IGNORE_INDEX: _by_position_variant(
@@ -502,17 +510,21 @@ LOSS_BY_POSITION = Exercise(
     properties=(
         Property(
             "agrees with cross_entropy",
-            "weighted by the number of scored targets at each position, the answer's mean must be the loss "
-            "over every token, F.cross_entropy(..., ignore_index=ignore_index), and no loss may be negative.",
+            "weighted by the number of scored targets at each position, the answer's mean must be the "
+            "loss over every token (the library cross-entropy with the same ignore index), and no loss "
+            "may be negative.",
             holds=_agrees_with_cross_entropy,
         ),
     ),
     hints=(
-        "F.cross_entropy with reduction='none' keeps one loss per token; it wants the classes in dim 1, so "
-        "hand it logits.transpose(1, 2), (B, V, T), and it skips ignore_index for you (a loss of 0 there).",
-        "those per-token losses are (B, T), with 0 at the ignored targets: sum them over the batch and divide "
-        "by how many targets each position really scored.",
-        "the count per position is the sum over dim 0 of (targets != ignore_index); both sums are (T,).",
+        "one loss per token first, then a mean over the batch for each position that counts only the "
+        "targets that are scored there.",
+        "the library cross-entropy without reduction keeps one loss per token, (B, T), with 0 at the "
+        "ignored targets; it wants the classes in dim 1. Sum those losses over the batch and divide by "
+        "how many targets each position really scored.",
+        "a sketch: losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction='none', "
+        "ignore_index=ignore_index), (B, T); the count per position is (targets != ignore_index).sum(0); "
+        "both sums are (T,).",
     ),
     difficulty=2,
     minutes=15,
@@ -626,8 +638,7 @@ GPT2_MODEL = Exercise(
         ),
         Mistake(
             lambda *a: _gpt2_model_variant(*a, gelu="none"),
-            "the MLP uses the exact (erf) GELU; GPT-2's 'gelu_new' is the tanh approximation, "
-            'F.gelu(h, approximate="tanh").',
+            "the MLP uses the exact (erf) GELU; GPT-2's 'gelu_new' is the tanh approximation.",
         ),
     ),
     hints=(
@@ -639,7 +650,7 @@ GPT2_MODEL = Exercise(
         "stream (B, T, C) come from a product with its transpose.",
     ),
     difficulty=3,
-    minutes=25,
+    minutes=55,
 )
 
 

@@ -72,7 +72,7 @@ def _rows_do_not_sum_to_one(case: Case, got: torch.Tensor) -> str | None:
     if (sums - 1).abs().max() > 1e-3:
         return (
             f"each row (one query) should sum to 1 over the keys; yours sum to {float(sums.min()):.3g} .. "
-            f"{float(sums.max()):.3g}: softmax over dim=-1."
+            f"{float(sums.max()):.3g}: the softmax must run over the last dim, the keys."
         )
     return None
 
@@ -87,8 +87,8 @@ WEIGHTS = Exercise(
     mistakes=(
         Mistake(
             lambda q, k, scale=None: _weights(q, k, 1.0),
-            "the scores are not scaled: multiply q kᵀ by scale, which is 1 / sqrt(D) when none is given "
-            "(D = q.shape[-1]).",
+            "the scores are not scaled: multiply q kᵀ by the scale, which is 1 / √D when none is given, "
+            "D being the queries' last dim.",
         ),
         Mistake(
             lambda q, k, scale=None: _weights(q, k, scale or 1 / q.shape[-1]),
@@ -100,8 +100,8 @@ WEIGHTS = Exercise(
         ),
         Mistake(
             lambda q, k, scale=None: _weights(q, k, _default(scale, q.shape[1])),
-            "the default scale uses q.shape[1], which is D only for a 2-D q; with leading dims "
-            "(B, H, T, D) it is H or T. Take D = q.shape[-1].",
+            "the default scale takes its D from the queries' second dim, which is D only for a 2-D q; "
+            "with leading dims (B, H, T, D) it is H or T. D is always the last dim.",
         ),
         Mistake(
             lambda q, k, scale=None: _weights(q, k, 1 / math.sqrt(q.shape[-1])),
@@ -117,27 +117,30 @@ WEIGHTS = Exercise(
         ),
         Mistake(
             lambda q, k, scale=None: _weights(q, k, _default(scale, q.shape[-1]), dim=-2),
-            "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over "
-            "the keys: torch.softmax(scores, dim=-1).",
+            "the softmax runs over the queries (the second-to-last dim); each query's weights must sum "
+            "to 1 over the keys, the last dim.",
         ),
         Mistake(
             lambda q, k, scale=None: _weights(k, q, _default(scale, q.shape[-1])),
-            "these are k qᵀ, shape (..., S, T): one row per key. Each row must be a query, so the scores "
-            "are q @ k.transpose(-2, -1), shape (..., T, S).",
+            "these are k qᵀ, shape (..., S, T): one row per key. Each row must be a query, so the keys "
+            "are the ones transposed (in their last two dims), giving (..., T, S).",
         ),
         Mistake(_unshifted_weights, OVERFLOW_HINT),
     ),
     diagnoses=(overflow_diagnosis(_unshifted_weights), _rows_do_not_sum_to_one),
     hints=(
-        "scores = q @ k.transpose(-2, -1) has shape (..., T, S); transpose only the last two dims, so that "
-        "batch and head dims stay in front.",
-        "the scale multiplies the scores. When scale is None, use 1 / sqrt(D) with D = q.shape[-1], the last "
-        "dim whatever the leading dims are.",
-        "a sketch: settle the scale first, multiply the (..., T, S) scores by it, then one softmax over the "
-        "keys (dim=-1), so that each query's row of weights sums to 1.",
+        "the score of query t and key s is their dot product; all of them at once are one matrix product "
+        "of the queries with the keys transposed in their last two dims, shape (..., T, S), the batch "
+        "and head dims staying in front.",
+        "the scale multiplies the scores. When it is not given, use 1 / √D with D the queries' last dim, "
+        "whatever the leading dims are; then one softmax over the keys (the last dim), so that each "
+        "query's row of weights sums to 1.",
+        "a sketch: settle the scale first (when scale is None, 1 / math.sqrt(q.shape[-1])), then scores "
+        "= q @ k.transpose(-2, -1) * scale, shape (..., T, S), and one softmax over the keys with "
+        "dim=-1, so that each query's row of weights sums to 1.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=10,
 )
 
 
@@ -194,17 +197,17 @@ SDPA = Exercise(
     mistakes=(
         Mistake(
             lambda q, k, v: _weights(q, k, 1.0) @ v,
-            "the scores are not divided by sqrt(D): scale q kᵀ by 1 / sqrt(q.shape[-1]).",
+            "the scores are not divided by √D: scale q kᵀ by 1 / √D, D being the queries' last dim.",
         ),
         Mistake(
             _sdpa_scaled(lambda q, k, v: v.shape[-1]),
-            "the scale uses the values' size Dv = v.shape[-1]; it belongs to the dot products q · k, which "
-            "have D = q.shape[-1] terms.",
+            "the scale uses the values' size Dv; it belongs to the dot products q · k, which have D "
+            "terms (the queries' and keys' last dim).",
         ),
         Mistake(
             _sdpa_scaled(lambda q, k, v: k.shape[-2]),
-            "the scale uses k.shape[-2], the number of keys S; d_k in the paper is the size of each key, "
-            "D = k.shape[-1].",
+            "the scale uses the number of keys S; d_k in the paper is the size of each key, D, the keys' "
+            "last dim.",
         ),
         Mistake(
             lambda q, k, v: _weights(q, k, 1 / q.shape[-1]) @ v,
@@ -212,22 +215,26 @@ SDPA = Exercise(
         ),
         Mistake(
             lambda q, k, v: _weights(q, k, 1 / math.sqrt(q.shape[-1]), dim=-2) @ v,
-            "the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1).",
+            "the softmax runs over the queries (the second-to-last dim); it must run over the keys (the "
+            "last dim).",
         ),
         Mistake(
             lambda q, k, v: attention.attention_weights(q, k),
-            "this is the (..., T, S) matrix of weights; the output is weights @ v, shape (..., T, Dv).",
+            "this is the (..., T, S) matrix of weights; the output is each query's weighted average of "
+            "the values, shape (..., T, Dv).",
         ),
         Mistake(_unshifted_sdpa, OVERFLOW_HINT),
     ),
     diagnoses=(overflow_diagnosis(_unshifted_sdpa),),
     hints=(
-        "output = weights @ v: (..., T, S) @ (..., S, Dv) -> (..., T, Dv); you may reuse attention_weights "
-        "from 02.1.",
-        "the scale is 1 / sqrt(D) with D the size of the queries and keys, q.shape[-1]; the values' size Dv "
-        "may differ and plays no part in it.",
-        "a sketch: the (..., T, S) scores q kᵀ (k transposed in its last two dims), times the scale, a softmax "
-        "over the keys (dim=-1), then one more matrix product, with v.",
+        "the output is each query's weighted average of the values: the (..., T, S) weights of 02.1 "
+        "times the (..., S, Dv) values gives (..., T, Dv). You may reuse your 02.1.",
+        "the scale is 1 / √D with D the size of the queries and keys (their last dim); the values' size "
+        "Dv may differ and plays no part in it. Then the weights, a softmax over the keys, multiply the "
+        "values in one matrix product.",
+        "a sketch: the weights of 02.1 (scores q @ k.transpose(-2, -1) times 1 / math.sqrt(q.shape[-1]), "
+        "softmax over dim=-1), shape (..., T, S); the output is one more matrix product, of those "
+        "weights with v, shape (..., T, Dv).",
     ),
     difficulty=1,
     minutes=5,
@@ -319,8 +326,8 @@ FLOPS = Exercise(
     properties=(
         Property(
             "PyTorch's count",
-            "the answer must equal what torch.utils.flop_counter.FlopCounterMode counts when attention runs "
-            "on real (B, H, T, D), (B, H, S, D), (B, H, S, Dv) tensors: every matrix product, 2 FLOPs per "
+            "the answer must equal what PyTorch's FlopCounterMode counts when attention runs on real (B, "
+            "H, T, D), (B, H, S, D), (B, H, S, Dv) tensors: every matrix product, 2 FLOPs per "
             "multiply-add.",
             holds=_counted_flops_hold,
         ),
@@ -328,13 +335,16 @@ FLOPS = Exercise(
     hints=(
         "per sequence and head, q kᵀ multiplies a (T, D) matrix by a (D, S) one: T · S dot products, each of "
         "length D, and a dot product of length D is D multiplies and D adds.",
-        "P v multiplies the (T, S) weights by the (S, Dv) values: T · Dv dot products, each of length S. "
-        "The softmax and the scale are left out of the count.",
-        "a sketch: the FLOPs of each product are 2 · (number of dot products) · (their length); add the two "
-        "and multiply by the B · H (sequence, head) pairs; torch.tensor of that Python int is a 0-d int64.",
+        "there are two matrix products per sequence and head. q kᵀ makes T · S dot products of length D; "
+        "P v multiplies the (T, S) weights by the (S, Dv) values, T · Dv dot products of length S. A dot "
+        "product of length n is n multiplies and n adds; the softmax and the scale are left out of the "
+        "count.",
+        "a sketch: the FLOPs of each product are 2 · (number of dot products) · (their length), so "
+        "2·T·S·D + 2·T·Dv·S; multiply by the B · H (sequence, head) pairs; torch.tensor of that Python "
+        "int is a 0-d int64.",
     ),
-    difficulty=2,
-    minutes=10,
+    difficulty=1,
+    minutes=5,
 )
 
 
@@ -409,7 +419,7 @@ CROSS = Exercise(
     mistakes=(
         Mistake(
             lambda *a: _cross_variant(*a, out=False),
-            "W^O is missing: the attended values still go through the output projection, @ w_o.T.",
+            "W^O is missing: the attended values still go through the output projection, the last step.",
         ),
         Mistake(
             lambda *a: _cross_variant(*a, scale=1.0),
@@ -430,14 +440,18 @@ CROSS = Exercise(
     ),
     diagnoses=(overflow_diagnosis(_unshifted_cross),),
     hints=(
-        "the weights follow nn.Linear, (out_features, in_features): a projection is t @ w.T. Queries come "
-        "from x, keys and values from context.",
+        "the weights follow a linear layer's layout, (out_features, in_features), so each projection "
+        "multiplies by the weight transposed. Queries come from x, keys and values from the context; "
+        "then one head of scaled dot-product attention and the output projection.",
         "project first: q (B, T, C), k and v (B, S, C); then one head of scaled dot-product attention, "
-        "softmax over the S keys of q kᵀ / sqrt(C).",
-        "the weighted sum of the values is (B, T, C); the output projection w_o is the last step.",
+        "softmax over the S keys of q kᵀ / √C, and the weighted sum of the values, (B, T, C), goes "
+        "through the output projection w_o as the last step.",
+        "a sketch: q = x @ w_q.T, k = context @ w_k.T and v = context @ w_v.T; weights = torch.softmax(q "
+        "@ k.transpose(-2, -1) / math.sqrt(C), dim=-1), shape (B, T, S); the weighted values, (B, T, C), "
+        "then pass through the output projection the same way as the inputs did.",
     ),
     difficulty=2,
-    minutes=10,
+    minutes=15,
 )
 
 

@@ -102,24 +102,25 @@ RMS_NORM = Exercise(
         ),
         Mistake(
             lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=-2) + eps) * w,
-            "the mean runs over the tokens (dim=-2); each token is normalised over its own channels: "
-            "mean over dim=-1 with keepdim=True.",
+            "the mean runs over the tokens (the second-to-last dim); each token is normalised over its "
+            "own channels, the last dim, keeping that dim so that the statistic broadcasts.",
         ),
         Mistake(
             lambda x, w, eps: x / torch.sqrt(_mean_square(x, dim=0) + eps) * w,
-            "the mean runs over dim 0 (across the batch, like BatchNorm); each token is normalised "
-            "over its own channels: mean over dim=-1 with keepdim=True.",
+            "the mean runs over dim 0 (across the batch, like BatchNorm); each token is normalised over "
+            "its own channels, the last dim, keeping that dim so that the statistic broadcasts.",
         ),
     ),
     hints=(
-        "one statistic per token: the mean of x² over the last dim (keepdim=True, so it broadcasts).",
+        "one statistic per token: the mean of x² over the last dim, kept as a dim of size 1 so that it "
+        "broadcasts against x.",
         "add eps to that mean square *before* the square root, so an all-zero token gives 0, not NaN; "
         "no mean is subtracted.",
         "divide x by the root of (mean square + eps), or multiply by torch.rsqrt of it, then multiply "
         "by the gain, which broadcasts over the channels.",
     ),
     difficulty=1,
-    minutes=10,
+    minutes=5,
 )
 
 
@@ -189,14 +190,13 @@ PRE_NORM_BLOCK = Exercise(
     mistakes=(
         Mistake(
             _post_norm_reference,
-            "the norm comes after the residual sum: that is post-norm, norm(x + attn(x)). Pre-norm "
-            "normalises only the sub-layer's input and adds its output to the raw x: "
-            "x + attn(attn_norm(x)).",
+            "the norm comes after the residual sum: that is post-norm. Pre-norm normalises only the "
+            "sub-layer's input and adds the sub-layer's output to the raw x.",
         ),
         Mistake(
             _pre_normalised_skip,
-            "the skip connection carries the normalised x (h + attn(h) with h = attn_norm(x)); it "
-            "must carry x itself: x + attn(attn_norm(x)). Only the sub-layer sees the norm.",
+            "the skip connection carries the normalised x; it must carry x itself. Only the sub-layer "
+            "sees the norm.",
         ),
         Mistake(
             _pre_swapped_norms,
@@ -204,8 +204,8 @@ PRE_NORM_BLOCK = Exercise(
         ),
         Mistake(
             _pre_no_residual,
-            "there are no residual additions: each sub-layer's output must be added to its input, "
-            "x = x + attn(attn_norm(x)), then x = x + ffn(ffn_norm(x)).",
+            "there are no residual additions: each sub-layer's output must be added to its input, first "
+            "for attention, then for the FFN.",
         ),
         Mistake(
             _pre_parallel,
@@ -262,18 +262,18 @@ POST_NORM_BLOCK = Exercise(
     mistakes=(
         Mistake(
             _pre_norm_reference,
-            "that is pre-norm, x + attn(attn_norm(x)). Post-norm runs the sub-layer on x as it is "
-            "and normalises the sum: attn_norm(x + attn(x)).",
+            "that is pre-norm. Post-norm runs the sub-layer on x as it is, adds its output to x, and "
+            "normalises the sum.",
         ),
         Mistake(
             _post_norm_inside,
-            "the norm is applied to the sub-layer's output before the residual, x + norm(attn(x)); "
-            "post-norm normalises after the addition: attn_norm(x + attn(x)).",
+            "the norm is applied to the sub-layer's output before the residual; post-norm normalises "
+            "after the addition, the whole sum.",
         ),
         Mistake(
             _post_no_last_norm,
-            "the second sum is not normalised: the block must end with ffn_norm(x + ffn(x)), so "
-            "its output is a LayerNorm output.",
+            "the second sum is not normalised: the block must end with ffn_norm applied to the sum after "
+            "the FFN, so that its output is a LayerNorm output.",
         ),
         Mistake(
             _post_swapped_norms,
@@ -290,8 +290,9 @@ POST_NORM_BLOCK = Exercise(
         "two steps; in each, add the sub-layer's output to its input, then normalise the sum.",
         "the attention step first: add attn(x) to x and pass the sum through attn_norm; the FFN step "
         "reads the result.",
-        "the FFN step mirrors it with ffn and ffn_norm: the block ends with a norm, and nothing is "
-        "added after it.",
+        "the FFN step mirrors the attention step with ffn and ffn_norm: the block ends with a norm, "
+        "nothing is added after it, and the FFN reads the output of the first norm, not the block's "
+        "input.",
     ),
     difficulty=1,
     minutes=5,
@@ -350,41 +351,42 @@ SWIGLU = Exercise(
     mistakes=(
         Mistake(
             lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wu, wg, wd),
-            "the gate and the up projection are swapped: SiLU goes on x @ w_gate.T, and x @ w_up.T "
-            "passes through unchanged.",
+            "the gate and the up projection are swapped: SiLU goes on the projection by w_gate, and the "
+            "projection by w_up passes through unchanged.",
         ),
         Mistake(
             lambda x, wg, wu, wd: _glu(torch.sigmoid, x, wg, wu, wd),
-            "the gate uses sigmoid(z); Swish/SiLU is z · sigmoid(z) (torch.nn.functional.silu). "
-            "A plain sigmoid gate is the original GLU.",
+            "the gate uses sigmoid(z); Swish/SiLU is z · sigmoid(z). A plain sigmoid gate is the "
+            "original GLU.",
         ),
         Mistake(
             lambda x, wg, wu, wd: _glu(nn.functional.gelu, x, wg, wu, wd),
-            "the gate uses GELU (that is GEGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+            "the gate uses GELU (that is GEGLU); SwiGLU's gate is SiLU, z · sigmoid(z).",
         ),
         Mistake(
             lambda x, wg, wu, wd: _glu(torch.relu, x, wg, wu, wd),
-            "the gate uses ReLU (that is ReGLU); SwiGLU's gate is SiLU: torch.nn.functional.silu.",
+            "the gate uses ReLU (that is ReGLU); SwiGLU's gate is SiLU, z · sigmoid(z).",
         ),
         Mistake(
             lambda x, wg, wu, wd: nn.functional.silu((x @ wg.T) * (x @ wu.T)) @ wd.T,
-            "SiLU is applied to the product; apply it to the gate projection only, then multiply: "
-            "silu(x @ w_gate.T) * (x @ w_up.T).",
+            "SiLU is applied to the product; apply it to the gate projection only, then multiply the two "
+            "branches.",
         ),
         Mistake(
             lambda x, wg, wu, wd: _glu(nn.functional.silu, x, wg, wg, wd),
-            "both branches use w_gate; the second branch is x @ w_up.T.",
+            "both branches use w_gate; the second branch is the projection by w_up.",
         ),
     ),
     hints=(
-        "three matrices in nn.Linear layout (out, in): project with x @ w.T. Two projections to the "
-        "hidden width, one back to C.",
-        "only the gate branch goes through SiLU (torch.nn.functional.silu); the up branch does not. "
-        "Both are (..., hidden) and are multiplied elementwise.",
-        "project that product back to C with w_down, transposed as well because of the (out, in) layout.",
+        "three matrices in a linear layer's layout (out, in), so each projection multiplies by the "
+        "transposed weight: two projections to the hidden width, one back to C.",
+        "only the gate branch goes through SiLU, z · sigmoid(z); the up branch does not. Both are (..., "
+        "hidden) and are multiplied elementwise before the down projection.",
+        "a sketch: torch.nn.functional.silu(x @ w_gate.T) * (x @ w_up.T), shape (..., hidden); project "
+        "that product back to C with w_down, transposed as well because of the (out, in) layout.",
     ),
     difficulty=1,
-    minutes=10,
+    minutes=5,
 )
 
 
@@ -465,8 +467,8 @@ CROSSOVER = Exercise(
         "divide the per-token FLOPs by 4·d_model, the FLOPs per (query, key) pair: an integer, at which the "
         "two sides tie; the answer is the next integer, as a tensor.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=1,
+    minutes=5,
     kind="measure",
 )
 
@@ -620,13 +622,14 @@ GPT2_BLOCK = Exercise(
         ),
         Mistake(
             lambda *a: gpt2_block_variant(*a, gelu="none"),
-            "the FFN uses the exact (erf) GELU; GPT-2's activation, 'gelu_new', is the tanh approximation: "
-            'F.gelu(h, approximate="tanh"). The two differ by up to about 1e-3.',
+            "the FFN uses the exact (erf) GELU; GPT-2's activation, 'gelu_new', is the tanh "
+            "approximation. The two differ by up to about 1e-3.",
         ),
         Mistake(
             lambda *a: gpt2_block_variant(*a, proj_transposed=True),
             "attn.c_proj.weight is used transposed: GPT-2's Conv1D stores its weight as (in, out), so a "
-            "projection is h @ weight + bias, with no .T (the opposite of nn.Linear).",
+            "projection multiplies by the weight as it is, then adds the bias (the opposite of a linear "
+            "layer).",
         ),
         Mistake(
             lambda *a: gpt2_block_variant(*a, scale_dim=lambda C, D: C),
@@ -635,25 +638,29 @@ GPT2_BLOCK = Exercise(
         ),
         Mistake(
             lambda *a: gpt2_block_variant(*a, split_by_reshape=True),
-            "the heads are split by a plain reshape to (B, H, T, D), which cuts tokens instead of channels: "
-            "view(B, T, H, D).transpose(1, 2), and the reverse to merge them.",
+            "the heads are split by a plain reshape to (B, H, T, D), which cuts tokens instead of "
+            "channels: cut each token's channels into heads first, then move the head axis, and the "
+            "reverse to merge them.",
         ),
         Mistake(
             lambda *a: gpt2_block_variant(*a, pre_norm=False),
-            "the norms come after the residual sums (post-norm, as in GPT-1 and BERT); GPT-2 normalises the "
-            "input of each sub-layer: x + attn(ln_1(x)), then x + mlp(ln_2(x)).",
+            "the norms come after the residual sums (post-norm, as in GPT-1 and BERT); GPT-2 normalises "
+            "the input of each sub-layer, ln_1 before attention and ln_2 before the MLP, and adds each "
+            "output to the raw x.",
         ),
     ),
     hints=(
-        "GPT-2's Conv1D weights are (in, out): a projection is h @ weight + bias. c_attn makes q, k and v at "
-        "once, side by side in its 3C outputs, in that order.",
+        "GPT-2's Conv1D weights are (in, out), so a projection multiplies by the weight as it is and "
+        "adds the bias. c_attn makes q, k and v at once, side by side in its 3C outputs, in that order.",
         "the attention sub-layer: LayerNorm with ln_1 (eps 1e-5), c_attn, cut into q | k | v, split each into "
         "heads, causal softmax of q kᵀ / sqrt(D), merge the heads, c_proj, and add to x.",
-        "the MLP sub-layer reads the updated x: LayerNorm with ln_2, c_fc, the tanh GELU "
-        '(F.gelu with approximate="tanh"), mlp c_proj, and add to x once more.',
+        "a sketch: h = F.layer_norm(x, (C,), ln_1_weight, ln_1_bias, eps=1e-5); c_attn's output, h @ "
+        "attn_c_attn_weight plus its bias, splits into q, k, v of C channels each; then the MLP "
+        "sub-layer reads the updated x: ln_2, c_fc, F.gelu(..., approximate='tanh'), mlp c_proj, and add "
+        "to x once more.",
     ),
     difficulty=3,
-    minutes=25,
+    minutes=50,
 )
 
 
@@ -693,13 +700,13 @@ GATED_OUTPUT = Exercise(
     mistakes=(
         Mistake(
             lambda x, heads, w_gate: heads * (x @ w_gate.T),
-            "the gate has no sigmoid: x @ w_gateᵀ is a logit of any size and sign, so it scales the heads without "
-            "bound or flips them. Squash it into (0, 1) with torch.sigmoid first.",
+            "the gate has no sigmoid: the projection of x is a logit of any size and sign, so it scales "
+            "the heads without bound or flips them. Squash it into (0, 1) first.",
         ),
         Mistake(
             lambda x, heads, w_gate: torch.sigmoid(heads * (x @ w_gate.T)),
-            "the sigmoid is taken after the product: the result is a number in (0, 1) whatever the heads said. The "
-            "gate is sigmoid(x @ w_gateᵀ), and it multiplies the heads' output.",
+            "the sigmoid is taken after the product: the result is a number in (0, 1) whatever the heads "
+            "said. The gate is the sigmoid of the projection of x, and it multiplies the heads' output.",
         ),
         Mistake(
             lambda x, heads, w_gate: heads + torch.sigmoid(x @ w_gate.T),
@@ -710,10 +717,11 @@ GATED_OUTPUT = Exercise(
     hints=(
         "the gate comes from the token's own input x, not from the attention: a linear map of x gives one logit "
         "per coordinate of the concatenated heads.",
-        "a gate lies between 0 (shut) and 1 (open): the logits x @ w_gateᵀ, of shape (B, T, H·D), go through "
-        "torch.sigmoid.",
-        "multiply the heads' output by the gate, element by element: each coordinate of each head is let through "
-        "in its own share (the two tensors have the same shape).",
+        "a gate lies between 0 (shut) and 1 (open): the logits, x projected by w_gate (transposed, a "
+        "linear layer's layout) to shape (B, T, H·D), go through a sigmoid.",
+        "a sketch: the logits are x @ w_gate.T, shape (B, T, H·D), and torch.sigmoid turns them into the "
+        "gate; multiply the heads' output by the gate, element by element: each coordinate of each head "
+        "is let through in its own share (the two tensors have the same shape).",
     ),
     difficulty=1,
     minutes=5,

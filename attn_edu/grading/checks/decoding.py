@@ -164,9 +164,9 @@ SPECULATIVE_ACCEPT = Exercise(
     properties=(
         Property(
             "p == q",
-            "where the draft equals the target, max(0, p - q) is all zeros and dividing by its sum gives 0/0 = "
-            "NaN: nothing is rejected there, and the residual of those rows must be p itself (as "
-            "attn_edu.generation.residual_distribution returns).",
+            "where the draft equals the target, the positive part of p - q is all zeros and dividing by "
+            "its sum gives 0/0 = NaN: nothing is rejected there, and the residual of those rows must be "
+            "p itself (as the library's residual distribution returns).",
         ),
         Property(
             "exactly p",
@@ -180,11 +180,12 @@ SPECULATIVE_ACCEPT = Exercise(
         "lets it stand) and a distribution over all V tokens (what to draw instead after a rejection).",
         "read p(x) and q(x) at the drafted ids (gather along the last dim); the chance to keep x is their "
         "ratio, capped at 1. The residual is the positive part of p - q, divided by its own sum over V.",
-        "p.gather(-1, draft.unsqueeze(-1)) gives (..., 1); torch.where(total > 0, ..., p) keeps the p == q rows "
-        "out of 0/0; torch.cat([acceptance (..., 1), residual (..., V)], dim=-1) is the (..., 1 + V) answer.",
+        "a sketch: p.gather(-1, draft.unsqueeze(-1)) gives (..., 1); torch.where(total > 0, ..., p) "
+        "keeps the rows where p equals q out of 0/0; torch.cat([acceptance (..., 1), residual (..., V)], "
+        "dim=-1) is the (..., 1 + V) answer.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=20,
 )
 
 
@@ -302,9 +303,10 @@ QUANTIZE_KV = Exercise(
         ),
         Mistake(
             lambda x, bits, dim: _quant_variant(x, bits, dim, guard=False, cast=False),
-            "a slice whose values are all equal (a constant channel, a padding token of zeros) has max == min, "
-            "so its scale is 0 and (x - min) / scale is 0 / 0 = NaN. Such a slice needs a scale that cannot be "
-            "0; its codes are then all 0 and its values come back exactly.",
+            "a slice whose values are all equal (a constant channel, a padding token of zeros) has its "
+            "maximum equal to its minimum, so its scale is 0 and dividing by it gives 0 / 0 = NaN. Such "
+            "a slice needs a scale that cannot be 0; its codes are then all 0 and its values come back "
+            "exactly.",
         ),
         Mistake(
             lambda x, bits, dim: _quant_variant(x, bits, dim, values=x),
@@ -316,14 +318,15 @@ QUANTIZE_KV = Exercise(
     hints=(
         "one slice is everything along dim for a fixed index of the other dims: its minimum and maximum set a "
         "grid of 2^bits equally spaced values from the minimum to the maximum, and each value takes the nearest.",
-        "per slice (amin / amax along dim, keepdim=True): scale = (max - min) / (2^bits - 1); the code is the "
-        "number of steps from the minimum, rounded to the nearest integer and kept in 0 .. 2^bits - 1.",
+        "per slice, the minimum and the maximum along dim (kept as dims of size 1, so that they "
+        "broadcast): the scale is (max - min) / (2^bits - 1); the code is the number of steps from the "
+        "minimum, rounded to the nearest integer and kept in 0 .. 2^bits - 1.",
         "codes = round((x - low) / scale), clamped and stored as uint8; values = codes · scale + low. Clamp "
         "scale below at a tiny positive number (1e-8) for constant slices; return torch.stack of the codes "
         "(as float) and the values.",
     ),
-    difficulty=2,
-    minutes=20,
+    difficulty=3,
+    minutes=25,
 )
 
 
@@ -439,10 +442,12 @@ PAGED_GATHER = Exercise(
     hints=(
         "a token's place is two numbers: which of the sequence's blocks it falls in (its logical block), and "
         "which slot of that block; the table turns the logical block into a row of blocks.",
-        "token t sits in logical block t // block_size, slot t % block_size; block_table maps the logical block "
-        "to a physical one. Build the positions 0 .. length - 1 with torch.arange and index with them.",
-        "indexing blocks with two index tensors, one for dim 0 (physical blocks) and one for dim 2 (slots), "
-        "and ':' for the heads gives (length, H_kv, D); transpose to (H_kv, length, D). (Or: select the "
+        "token t sits in logical block ⌊t / block_size⌋, at slot t mod block_size; the block table maps "
+        "the logical block to a physical one. Compute both numbers for all positions 0 .. length - 1 at "
+        "once and index the pool with them.",
+        "a sketch: t = torch.arange(length); the physical block of token t is block_table at t // "
+        "block_size and its slot t % block_size; indexing blocks with two index tensors, one for dim 0 "
+        "and one for dim 2, gives (length, H_kv, D); transpose to (H_kv, length, D). (Or: select the "
         "blocks, lay their slots end to end, and cut at length.)",
     ),
     difficulty=2,

@@ -91,13 +91,13 @@ SLIDING_WINDOW = Exercise(
         ),
         Mistake(
             lambda T, S, window, causal=True: _band(T, S, 1 - window, window - 1),
-            "with causal=True the band is symmetric, so queries see future keys: keep only "
-            "p - s >= 0 (the key is not ahead of the query).",
+            "with causal on, the band is symmetric, so queries see future keys: keep only keys that are "
+            "not ahead of the query (p - s ≥ 0).",
         ),
         Mistake(
             lambda T, S, window, causal=True: _band(T, S, 0, window - 1),
-            "with causal=False the band must reach both ways: |p - s| < window (2·window - 1 keys); "
-            "your mask keeps only the keys behind the query.",
+            "with causal off, the band must reach both ways: |p - s| < window (2·window - 1 keys); your "
+            "mask keeps only the keys behind the query.",
         ),
         Mistake(
             lambda T, S, window, causal=True: (
@@ -209,13 +209,13 @@ LINEAR_PARALLEL = Exercise(
         ),
         Mistake(
             lambda q, k, v: _read(*_prefix_parts(q, k, v, sum_dim=-2)),
-            "the prefix sum runs over the wrong axis (the features): cumsum over the key axis "
-            "(dim=-3 of the (..., S, F, Dv) products, dim=-2 of φ(k)).",
+            "the prefix sum runs over the wrong axis (the features): it must run over the keys, the axis "
+            "of the S key positions.",
         ),
         Mistake(
             lambda q, k, v: efficient.linear_attention(q, k, v),
-            "this is not causal: every query sums over all keys. Use prefix sums (torch.cumsum over the "
-            "key axis) so query t only sees keys up to its own position.",
+            "this is not causal: every query sums over all keys. Use prefix sums over the keys, so that "
+            "query t only sees keys up to its own position.",
         ),
         Mistake(
             lambda q, k, v: (lambda qf, kv, z: _read(qf, *_exclusive(qf, kv, z)))(*_prefix_parts(q, k, v)),
@@ -240,14 +240,17 @@ LINEAR_PARALLEL = Exercise(
     ),
     hints=(
         "out_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t with S_t = Σ_{s ≤ p} φ(k_s) v_sᵀ and z_t = Σ_{s ≤ p} φ(k_s), "
-        "p = S - T + t; torch.cumsum over the key axis gives every prefix sum at once.",
-        "the products φ(k_s) v_sᵀ for every key: kf[..., :, None] * v[..., None, :], shape (..., S, F, Dv); "
-        "cumsum(dim=-3); then keep the last T rows for the T queries.",
-        "per query, the numerator is the (1, F) row φ(q_t) times its (F, Dv) prefix sum, and the "
-        "denominator the dot product of φ(q_t) with its (F,) prefix sum (keep a trailing dim of 1 to divide).",
+        "p = S - T + t; a running (prefix) sum over the key axis gives every S_t and z_t at once.",
+        "the products φ(k_s) v_sᵀ for every key are outer products, shape (..., S, F, Dv); their prefix "
+        "sum runs along the key axis (the third from last); the T queries read the last T prefix sums, "
+        "as the bottom-right alignment puts them at the end.",
+        "a sketch: kf = F.elu(k) + 1; state = torch.cumsum(kf[..., :, None] * v[..., None, :], "
+        "dim=-3)[..., -T:, :, :]; per query, the numerator is the (1, F) row φ(q_t) times its (F, Dv) "
+        "prefix sum, and the denominator the dot product of φ(q_t) with its (F,) prefix sum (keep a "
+        "trailing dim of 1 to divide).",
     ),
-    difficulty=3,
-    minutes=25,
+    difficulty=4,
+    minutes=35,
     atol=1e-4,
 )
 
@@ -324,12 +327,15 @@ LINEAR_RECURRENT = Exercise(
     hints=(
         "start from S = zeros(..., D, Dv) and z = zeros(..., D); for each t add φ(k_t) v_tᵀ to S and "
         "φ(k_t) to z, then read the output of token t.",
-        "φ(k_t) v_tᵀ is an outer product: kf[..., t, :, None] * v[..., t, None, :], shape (..., D, Dv).",
-        "add token t to S and z first, then read: φ(q_t)ᵀ S is a (Dv,) vector, φ(q_t)ᵀ z one number per "
-        "row (keep its dim to broadcast); collect the T outputs in a list and stack them on the token dim.",
+        "φ(k_t) v_tᵀ is an outer product, shape (..., D, Dv): a column of D features times a row of Dv "
+        "values; add it to S and φ(k_t) to z before reading token t's output, which then includes the "
+        "token itself.",
+        "a sketch: S = S + kf[..., t, :, None] * v[..., t, None, :]; z = z + kf[..., t, :]; φ(q_t)ᵀ S is "
+        "a (Dv,) vector, φ(q_t)ᵀ z one number per row (keep its dim to broadcast); collect the T outputs "
+        "in a list and stack them on the token dim.",
     ),
-    difficulty=2,
-    minutes=20,
+    difficulty=4,
+    minutes=45,
     atol=1e-4,
 )
 
@@ -396,16 +402,17 @@ TOP_K_ROUTER = Exercise(
         ),
         Mistake(
             lambda x, w, k: torch.softmax(x @ w.T, dim=-1),
-            "every expert gets a weight: keep only the k largest logits per token (logits.topk(k)) "
-            "and set the other E - k weights to 0.",
+            "every expert gets a weight: keep only each token's k largest logits and set the other E - k "
+            "weights to 0.",
         ),
         Mistake(
             lambda x, w, k: _keep_top_k(torch.softmax(x @ w.T, dim=0), x @ w.T, k),
-            "the softmax runs over the tokens (dim=0); each token's weights are a softmax over experts.",
+            "the softmax runs over the tokens (dim 0); each token's weights are a softmax over the "
+            "experts, the last dim.",
         ),
         Mistake(
             lambda x, w, k: _softmax_of_chosen(x @ w.T, k, largest=False),
-            "the k *smallest* logits were kept: topk returns the largest by default (largest=True).",
+            "the k *smallest* logits were kept: each token needs its k largest.",
         ),
         Mistake(
             lambda x, w, k: _route_reference(x, w, k).gt(0).float(),
@@ -421,15 +428,16 @@ TOP_K_ROUTER = Exercise(
     ),
     diagnoses=(overflow_diagnosis(_unshifted_routing),),
     hints=(
-        "logits = x @ gate_weight.T (N, E); logits.topk(k, dim=-1) gives each token's k best values and "
-        "their expert indices.",
-        "attn_edu's convention: softmax over the k chosen logits only (dim=-1), then write those k weights "
-        "into a (N, E) tensor of zeros at the chosen indices.",
-        "Tensor.scatter(dim, index, src) writes src[i, j] to position (i, index[i, j]): scatter the k "
-        "weights along dim 1 of a zero (N, E) tensor, at the indices that topk returned with them.",
+        "each token scores every expert with a linear map (E logits); it keeps only its k best experts "
+        "and mixes them with a softmax over those k logits; every other expert gets weight 0.",
+        "attn_edu's convention: the top k first, then the softmax over the k chosen logits only, then "
+        "write those k weights into an (N, E) tensor of zeros at the chosen experts' indices.",
+        "a sketch: logits = x @ gate_weight.T, (N, E); values, index = logits.topk(k, dim=-1); "
+        "Tensor.scatter(dim, index, src) writes src[i, j] to position (i, index[i, j]): scatter "
+        "torch.softmax(values, dim=-1) along dim 1 of a zero (N, E) tensor.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -515,14 +523,14 @@ LAYERS_TO_REACH = Exercise(
     properties=(
         Property(
             REACHABILITY,
-            "after L layers the last token depends on token 0 when the L-th boolean power of "
-            "sliding_window_mask(seq_len, window=window) is True at [-1, 0]: the answer is the smallest "
-            "such L (0 when seq_len is 1, -1 when no power reaches).",
+            "after L layers the last token depends on token 0 when the L-th boolean power of the "
+            "sliding-window mask (seq_len keys, this window) is True in its last row, first column: the "
+            "answer is the smallest such L (0 when seq_len is 1, -1 when no power reaches).",
             holds=_composed_mask_agrees,
         ),
     ),
     hints=(
-        "how far back does one causal window of `window` keys let a token read, counting its own position "
+        "how far back does one causal window of window keys let a token read, counting its own position "
         "as 0 steps back? Each stacked layer starts from what the layer below already gathered.",
         "after L layers the last token reads L·(window - 1) positions back; token 0 is seq_len - 1 back. "
         "Find the smallest L that covers it, and decide the two edges (seq_len 1, window 1) first.",
@@ -593,8 +601,8 @@ TOPK_CAUSAL = Exercise(
         ),
         Mistake(
             lambda scores, k: _topk_variant(scores, k, causal="top-left", keep_visible=True),
-            "with a cache (T < S) query t sits at position S − T + t: align the causal mask bottom-right, as "
-            "attn_edu.masks.causal_mask does, not top-left.",
+            "with a cache (T < S) query t sits at position S − T + t: align the causal mask "
+            "bottom-right, as in notebook 04, not top-left.",
         ),
         Mistake(
             lambda scores, k: _topk_variant(scores, k, diagonal=False, keep_visible=True),
@@ -604,14 +612,15 @@ TOPK_CAUSAL = Exercise(
     hints=(
         "two steps: hide what a query may not see, then take each row's k best; the answer is a bool (.., T, S) "
         "mask, True where a key is kept.",
-        "the visible keys form a lower triangle shifted right by S - T (bottom-right, as in notebook 04); "
-        "masked_fill the others with -inf, take .topk(min(k, S), dim=-1).indices, and scatter True into a "
-        "mask of zeros.",
-        "a row with fewer than k visible keys gets -inf keys among its top k: AND the result with the causal "
-        "mask at the end.",
+        "the visible keys form a lower triangle shifted right by S - T (bottom-right, as in notebook "
+        "04); give the others a score of -inf, take each row's min(k, S) best keys, and mark them True "
+        "in a mask of False.",
+        "a sketch: hidden = scores.masked_fill(~causal, float('-inf')); index = hidden.topk(min(k, S), "
+        "dim=-1).indices; scatter True into a mask of zeros; a row with fewer than k visible keys gets "
+        "-inf keys among its top k: AND the result with the causal mask at the end.",
     ),
-    difficulty=1,
-    minutes=10,
+    difficulty=2,
+    minutes=15,
 )
 
 

@@ -106,7 +106,7 @@ ONLINE_SOFTMAX = Exercise(
         "l_new has two parts: the old sum times that factor, plus this block's terms exp(x - m_new) summed "
         "over the last dim; m_new needs a trailing dim ([..., None]) to broadcast against x_block.",
     ),
-    difficulty=1,
+    difficulty=2,
     minutes=10,
 )
 
@@ -224,8 +224,9 @@ TILED_FORWARD = Exercise(
         Mistake(_mistake("per_block"), PER_BLOCK),
         Mistake(
             _mistake("acc_not_rescaled"),
-            "acc is not rescaled when the maximum grows: like l_i, every earlier term was weighted "
-            "exp(s - m_old). Multiply acc by alpha = exp(m_i - m_new) before adding p @ v_block.",
+            "acc is not rescaled when the maximum grows: like l_i, every earlier term was weighted by "
+            "exp(s - m_old), so acc must be multiplied by the same correction factor exp(m_old - m_new) "
+            "before this block's contribution is added.",
         ),
         Mistake(
             _mistake("nan_rows"),
@@ -240,20 +241,28 @@ TILED_FORWARD = Exercise(
         ),
         Mistake(
             _mistake("no_scale"),
-            "the scores are not scaled: multiply q_block @ k_blockᵀ by 1 / sqrt(D).",
+            "the scores are not scaled: each block's q kᵀ must be multiplied by 1 / √D.",
         ),
     ),
     diagnoses=(_blocks_normalised_separately,),
     hints=(
-        "per tile: m_new = max(m_i, rowmax(scores)); p = exp(scores - m_new); alpha = exp(m_i - m_new); "
-        "then rescale l_i and acc by alpha and add this tile's p.sum(-1) and p @ v_block.",
-        "a row whose scores are all -inf so far has m_new = -inf: subtract 0 instead (torch.where on "
-        "torch.isinf(m_new)) so that p = exp(-inf) = 0, not NaN.",
-        "after the key loop, divide acc by l_i once, for the whole query block. A row with l_i == 0 saw no "
-        "key and its acc is all zeros: divide it by 1 instead, so that it comes out zeros, not 0/0.",
+        "keep three running quantities per query row: the largest score seen so far, the sum of "
+        "exponentials relative to it, and the weighted sum of values relative to it. When a new key "
+        "block raises the maximum, shrink the old sums by exp(old max - new max) before adding the "
+        "block's own terms.",
+        "per key block: the new maximum is the larger of the old one and the block's row maxima; the "
+        "block's weights are exp(scores - new max); the correction factor is exp(old max - new max); "
+        "rescale the running sum and the accumulator by it, then add the block's row sums and its "
+        "weights times the block's values. A row whose scores are all -inf so far has a new max of -inf: "
+        "subtract 0 there instead, so that its weights are exp(-inf) = 0, not NaN.",
+        "a sketch: m_new = torch.maximum(m_i, scores.amax(-1)); where m_new is -inf subtract 0 instead "
+        "(torch.where with torch.isinf); p = torch.exp(scores - m_safe[:, None]); the correction exp(m_i "
+        "- m_safe) rescales l_i and acc before l_i gains p.sum(-1) and acc gains p @ v_block. After the "
+        "key loop divide acc by l_i once, by 1 where l_i is 0, so that rows that saw no key come out "
+        "zeros.",
     ),
-    difficulty=3,
-    minutes=30,
+    difficulty=4,
+    minutes=35,
 )
 
 
@@ -298,8 +307,8 @@ LOGSUMEXP = Exercise(
         ),
         Mistake(
             lambda m_i, l_i: m_i + torch.log2(l_i),
-            "log2 is not log: l holds exp (base e) terms, so use the natural log torch.log "
-            "(kernels that use exp2 keep m in log2 units and convert at the end).",
+            "log base 2 is not log: l holds exp (base e) terms, so use the natural log (kernels that use "
+            "exp2 keep m in log2 units and convert at the end).",
         ),
     ),
     hints=(
@@ -392,8 +401,9 @@ TILED_BACKWARD = Exercise(
     mistakes=(
         Mistake(
             _backward_mistake("no_scale"),
-            "dQ and dK are missing the scale: the scores are (q kᵀ) · scale, so by the chain rule "
-            "dQ += dS K · scale and dK += dSᵀ Q · scale (dV has no scale: it comes from P, not from the scores).",
+            "dQ and dK are missing the scale: the scores are (q kᵀ) · scale, so by the chain rule both "
+            "gradients through the scores carry the scale too (dV has no scale: it comes from P, not "
+            "from the scores).",
         ),
         Mistake(
             _backward_mistake("tile_delta"),
@@ -419,8 +429,8 @@ TILED_BACKWARD = Exercise(
         "mask the tile's scores exactly as the forward did (bottom-right) before the exponential, so masked "
         "pairs get weight 0; add each tile's part into the rows and columns of dq, dk and dv that it covers.",
     ),
-    difficulty=3,
-    minutes=30,
+    difficulty=4,
+    minutes=50,
 )
 
 
@@ -472,8 +482,8 @@ CAUSAL_TILE_COUNT = Exercise(
         ),
         Mistake(
             lambda *args: _tiles(*args, how="floor"),
-            "ragged blocks are dropped (floor division): a last block shorter than block_m or block_n is "
-            "still a tile to compute. Round up: ceil(a / b) is -(-a // b) in integers.",
+            "ragged blocks are dropped (rounded down): a last block shorter than block_m or block_n is "
+            "still a tile to compute. Round the number of blocks up.",
         ),
         Mistake(
             lambda *args: _tiles(*args, how="all"),
@@ -487,8 +497,9 @@ CAUSAL_TILE_COUNT = Exercise(
     properties=(
         Property(
             "the tiles of the causal mask",
-            "cut causal_mask(seq_q, seq_k) (bottom-right) into block_m × block_n tiles, the last ones "
-            "ragged: the answer is the number of tiles with at least one visible pair.",
+            "cut the bottom-right causal mask of seq_q queries and seq_k keys into block_m × block_n "
+            "tiles, the last ones ragged: the answer is the number of tiles with at least one visible "
+            "pair.",
             holds=_tiles_with_a_visible_pair,
         ),
     ),
@@ -498,8 +509,8 @@ CAUSAL_TILE_COUNT = Exercise(
         "one loop over the query blocks; a block ends at q_start + block_m, or at seq_q for a ragged last "
         "one. Clip the visible keys to 0 .. seq_k, round the number of key blocks up, and add up.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=20,
 )
 
 
@@ -595,13 +606,16 @@ SINK_ATTENTION = Exercise(
     hints=(
         "put the sink beside the keys: a (B, H, T, S + 1) row of scores whose last column is the head's sink, "
         "softmax over it, then drop that column before multiplying by v (the sink has no value).",
-        "sinks has shape (H,): sinks.view(1, -1, 1, 1).expand(B, H, T, 1) is the extra column. Hidden keys "
-        "get -inf before the softmax, as in notebook 04.",
-        "torch.softmax subtracts each row's maximum for you, and with the sink in the row that maximum is never "
-        "-inf, so a query that sees no key needs no special case.",
+        "sinks has shape (H,): give it the singleton dims that make it one extra column per row, (B, H, "
+        "T, 1), and join it to the scaled scores along the keys. Hidden keys get -inf before the "
+        "softmax, as in notebook 04; after it, drop the last column and multiply by v.",
+        "a sketch: column = sinks.view(1, -1, 1, 1).expand(B, H, T, 1); weights = "
+        "torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]; torch.softmax subtracts "
+        "each row's maximum for you, and with the sink in the row that maximum is never -inf, so a query "
+        "that sees no key needs no special case.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=25,
 )
 
 

@@ -100,7 +100,7 @@ PREVIOUS = Exercise(
         ),
         Mistake(
             _over_all_queries,
-            "the mean counts a query that has no previous token (the first one, when T == S): "
+            "the mean counts a query that has no previous token (the first one, when T equals S): "
             "average only over the queries that have a key one position back.",
         ),
         Mistake(
@@ -111,13 +111,15 @@ PREVIOUS = Exercise(
     ),
     hints=(
         "query t sits at absolute position S - T + t; its previous token is the key one position earlier.",
-        "weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1) collects those weights, one per query "
-        "that has a previous token.",
-        "the diagonal comes back as the last dim, (B, H, queries): average over the batch and over those "
-        "queries together, leaving one number per head.",
+        "those weights lie on one diagonal of each (T, S) map, the one shifted S - T - 1 keys right of "
+        "the main diagonal, with one entry per query that has a previous token; PyTorch can take a "
+        "diagonal with an offset over the last two dims.",
+        "a sketch: weights.diagonal(offset=S - T - 1, dim1=-2, dim2=-1) comes back as the last dim, (B, "
+        "H, queries): average over the batch and over those queries together, leaving one number per "
+        "head.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -188,13 +190,15 @@ INDUCTION = Exercise(
     hints=(
         "in x_1 .. x_P x_1 .. x_P, query t (t >= P) holds the same token as position t - P; the "
         "token that followed it sits at t - P + 1.",
-        "slice the queries t >= period first, weights[..., period:, :]; in that slice the target "
-        "key sits period - 1 positions left of the original diagonal.",
-        "in the slice, query i is position period + i and its target key is i + 1: a diagonal just above "
-        "the main one. Average it over the batch and the queries, as for the previous-token score.",
+        "keep only the queries t ≥ period first (the ones after the first copy); in that slice the "
+        "target key of each query sits period - 1 positions left of the original diagonal, which is one "
+        "diagonal of the sliced map.",
+        "a sketch: weights[..., period:, :].diagonal(offset=1, dim1=-2, dim2=-1): in the slice, query i "
+        "is position period + i and its target key is i + 1, a diagonal just above the main one. Average "
+        "it over the batch and the queries, as for the previous-token score.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -294,8 +298,8 @@ ABLATION = Exercise(
         ),
         Mistake(
             _no_transpose,
-            "the heads were merged with a plain reshape of (B, H, T, D): that mixes positions and "
-            "heads. Move the heads next to D first: transpose(1, 2), then reshape to (B, T, H*D).",
+            "the heads were merged with a plain reshape of (B, H, T, D): that mixes positions and heads. "
+            "Move the heads next to D first, to (B, T, H, D), then flatten to (B, T, H·D).",
         ),
         Mistake(
             _after_projection,
@@ -313,14 +317,16 @@ ABLATION = Exercise(
         ),
     ),
     hints=(
-        "merge the heads into (B, T, H*D) the way multi-head attention does, zero head `head`'s "
-        "slice, then apply out = merged @ out_weight.T + out_bias.",
-        "merged = head_outputs.transpose(1, 2).reshape(B, T, H * D); head h is merged[..., h*D:(h+1)*D].",
-        "clone merged before writing zeros into head `head`'s channels, so that the caller's tensor is "
-        "left alone; then apply the output projection, an nn.Linear: the weight transposed, plus the bias.",
+        "merge the heads into (B, T, H·D) the way multi-head attention does, zero the chosen head's D "
+        "channels, then apply the output projection (weight and bias) as usual.",
+        "head h owns the D consecutive channels h·D .. (h+1)·D - 1 of the merged tensor (heads moved "
+        "next to D, then flattened). Zero a copy, not the caller's tensor, and apply the projection like "
+        "a linear layer: the weight transposed, plus the bias.",
+        "a sketch: merged = head_outputs.transpose(1, 2).reshape(B, T, H * D).clone(); merged[..., head "
+        "* D:(head + 1) * D] = 0; then apply the output projection, merged @ out_weight.T plus the bias.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -378,20 +384,21 @@ PRUNING = Exercise(
         ),
         Mistake(
             _column_major,
-            "ties are broken head by head across layers; keep the (layer, head) order of "
-            "importance.flatten() with a stable sort: torch.argsort(..., stable=True).",
+            "ties are broken head by head across layers; keep the (layer, head) order of the flattened "
+            "table, with a sort that keeps equal values in their original order.",
         ),
     ),
     hints=(
         "order the L*H heads by importance, smallest first (flatten the (L, H) table), then switch "
         "them off one at a time.",
-        "order = torch.argsort(importance.flatten(), stable=True); row k of the answer has the "
-        "first k heads of that order set to 0.",
-        "start from all ones, one row per step and one column per head; the head removed at step k is "
-        "off in row k and in every later row. Reshape the columns back to (L, H) at the end.",
+        "sort the flattened (L·H,) importances with a stable sort, so that tied heads keep their (layer, "
+        "head) order; row k of the answer has the first k heads of that order set to 0.",
+        "a sketch: order = torch.argsort(importance.flatten(), stable=True); start from all ones, one "
+        "row per step and one column per head; the head removed at step k is off in row k and in every "
+        "later row. Reshape the columns back to (L, H) at the end.",
     ),
     difficulty=2,
-    minutes=20,
+    minutes=15,
 )
 
 
@@ -467,32 +474,36 @@ COPYING_SCORE = Exercise(
         Mistake(
             lambda w_ov, w_e, w_u: circuits.copying_score(w_ov),
             "these are the eigenvalues of w_ov alone (C, C): the copying score is about tokens, so take "
-            "those of the full circuit w_e @ w_ov @ w_u.T (V, V), embedding and unembedding included.",
+            "those of the full (V, V) circuit, embedding and unembedding included.",
         ),
         Mistake(
             lambda w_ov, w_e, w_u: circuits.copying_score(w_u @ w_ov @ w_e.T),
-            "the circuit is multiplied in the wrong order: with row vectors (x @ W) a token's embedding row "
-            "goes through w_ov, then w_u.T: w_e @ w_ov @ w_u.T (the paper's W_U W_OV W_E is its transpose).",
+            "the circuit is multiplied in the wrong order: with row vectors a token's embedding row goes "
+            "through w_ov, then the transposed unembedding (the paper's W_U W_OV W_E is the transpose of "
+            "that).",
         ),
     ),
     properties=(
         Property(
             "known eigenvalues",
             "on circuits built with known eigenvalues λ (real ones and complex pairs) the answer must be "
-            "Σ Re λ / Σ |λ| of exactly those: eigenvalues of w_e @ w_ov @ w_u.T, real parts summed on top.",
+            "Σ Re λ / Σ |λ| of exactly those: the eigenvalues of the full (V, V) circuit, real parts "
+            "summed on top.",
             holds=_planted_ratio_agrees,
         ),
     ),
     hints=(
         "build the full OV circuit first: a token's embedding row goes through w_ov, then the unembedding, "
         "giving a (V, V) matrix whose row a is the logits added when the head attends to token a.",
-        "torch.linalg.eigvals gives its V complex eigenvalues (some may come in conjugate pairs); the "
-        "score compares the sum of their real parts with the sum of their moduli.",
-        "sum the real parts (Tensor.real) and the moduli (Tensor.abs()) of the eigenvalues and divide; "
-        "eigvals of a float32 matrix is complex64, so the ratio is a float32 0-d tensor, the inputs' dtype.",
+        "its V eigenvalues are complex in general (some come in conjugate pairs), and PyTorch's "
+        "linear-algebra module computes them; the score compares the sum of their real parts with the "
+        "sum of their moduli.",
+        "a sketch: lam = torch.linalg.eigvals(w_e @ w_ov @ w_u.T); sum lam.real and lam.abs() and "
+        "divide; eigvals of a float32 matrix is complex64, so the ratio is a float32 0-d tensor, the "
+        "inputs' dtype.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
     atol=1e-4,
     rtol=1e-3,
 )

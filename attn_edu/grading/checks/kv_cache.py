@@ -78,17 +78,18 @@ APPEND = Exercise(
     mistakes=(
         Mistake(
             lambda cache, new: torch.cat([cache, new], dim=1),
-            "concatenated along dim 1, the kv heads: the cache would gain heads, not tokens. "
-            "Tokens run along dim 2 (S) of (B, H_kv, S, D): torch.cat([cache, new], dim=2).",
+            "concatenated along dim 1, the kv heads: the cache would gain heads, not tokens. Tokens run "
+            "along dim 2 (S) of (B, H_kv, S, D).",
         ),
         Mistake(
             lambda cache, new: torch.cat([cache, new], dim=-1),
-            "concatenated along the last dim, the head dim D: every key would get longer, not the "
-            "cache. Tokens run along dim 2 (S): torch.cat([cache, new], dim=2).",
+            "concatenated along the last dim, the head dim D: every key would get longer, not the cache. "
+            "Tokens run along dim 2 (S).",
         ),
         Mistake(
             lambda cache, new: torch.cat([cache, new], dim=0),
-            "concatenated along dim 0, the batch: that adds sequences, not tokens. Use dim=2 (S).",
+            "concatenated along dim 0, the batch: that adds sequences, not tokens. Tokens run along dim "
+            "2 (S).",
         ),
         Mistake(
             lambda cache, new: new,
@@ -97,8 +98,8 @@ APPEND = Exercise(
         ),
         Mistake(
             lambda cache, new: torch.cat([new, cache], dim=2),
-            "the new tokens come first: the cache keeps positions in order, oldest first, so new "
-            "tokens go at the end: torch.cat([cache, new], dim=2).",
+            "the new tokens come first: the cache keeps positions in order, oldest first, so new tokens "
+            "go at the end.",
         ),
     ),
     hints=(
@@ -189,7 +190,7 @@ BYTES = Exercise(
         ),
         Mistake(
             lambda L, H, H_kv, S, D, B, nbytes: L * H_kv * S * D * 2 * nbytes * B / 2**30,
-            "that is GiB; return the size in bytes (an int64 tensor) and divide by 2**30 only to print it.",
+            "that is GiB; return the size in bytes (an int64 tensor) and divide by 2³⁰ only to print it.",
         ),
     ),
     hints=(
@@ -199,7 +200,7 @@ BYTES = Exercise(
         "one tensor, times the tensors per layer, times the layers. num_heads is not needed.",
     ),
     difficulty=1,
-    minutes=10,
+    minutes=5,
 )
 
 
@@ -248,8 +249,8 @@ TOP_K = Exercise(
     mistakes=(
         Mistake(
             lambda logits, k: _top_k_reference(logits, min(k + 1, logits.shape[-1])),
-            "k + 1 tokens keep some probability: keep exactly the k largest logits "
-            "(the k-th largest is logits.topk(k).values[..., -1:]; keep logits >= it).",
+            "k + 1 tokens keep some probability: keep exactly the k largest logits, the k-th largest "
+            "included and nothing below it.",
         ),
         Mistake(
             lambda logits, k: torch.softmax(logits, dim=-1) * _keep_top(logits, k),
@@ -260,7 +261,7 @@ TOP_K = Exercise(
             lambda logits, k: torch.softmax(
                 logits.masked_fill(~_keep_top(logits, k, largest=False), -torch.inf), -1
             ),
-            "the k *least* likely tokens are kept: topk(k) (largest=True) gives the most likely ones.",
+            "the k *least* likely tokens are kept: the top k are the largest logits.",
         ),
         Mistake(_unshifted_top_k, OVERFLOW_HINT),
         Mistake(
@@ -271,10 +272,11 @@ TOP_K = Exercise(
     diagnoses=(overflow_diagnosis(_unshifted_top_k, atol=1e-6),),
     hints=(
         "find the k-th largest logit of each row, drop every logit below it, then take the softmax.",
-        "kth = logits.topk(k, dim=-1).values[..., -1:]; dropped logits become float('-inf') so that "
-        "the softmax gives them exactly 0 and renormalises over the k kept ones.",
-        "kth has shape (..., 1), so comparing it with the (..., V) logits broadcasts over the row; drop "
-        "only the logits strictly below it, so that the k-th largest itself stays.",
+        "the k-th largest logit of each row is the threshold; every logit below it becomes -inf, so that "
+        "the softmax gives it exactly 0 and renormalises over the k kept ones.",
+        "a sketch: kth = logits.topk(k, dim=-1).values[..., -1:] has shape (..., 1), so comparing it "
+        "with the (..., V) logits broadcasts over the row; drop only the logits strictly below it "
+        "(masked_fill with float('-inf')), so that the k-th largest itself stays, then the softmax.",
     ),
     difficulty=2,
     minutes=10,
@@ -346,19 +348,19 @@ TOP_P = Exercise(
         ),
         Mistake(
             lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, rule="exclude_crossing")),
-            "the token whose probability takes the running total past p is dropped, so the kept "
-            "mass is below p (and a row whose top token alone exceeds p keeps nothing). Keep a token "
-            "while the mass ranked *above* it is still below p: cumsum - probs < p.",
+            "the token whose probability takes the running total past p is dropped, so the kept mass is "
+            "below p (and a row whose top token alone exceeds p keeps nothing). Keep a token while the "
+            "mass ranked *above* it is still below p.",
         ),
         Mistake(
             lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, descending=False)),
-            "the tokens were sorted from least to most likely, so the nucleus collects the tail. "
-            "Sort descending: logits.sort(dim=-1, descending=True).",
+            "the tokens were sorted from least to most likely, so the nucleus collects the tail. Sort "
+            "from most to least likely.",
         ),
         Mistake(
             lambda logits, p: _softmax_kept(logits, _nucleus(logits, p, rule="unsorted")),
-            "the running total is taken in vocabulary order; sort the probabilities (descending) "
-            "first, then map the decision back with scatter.",
+            "the running total is taken in vocabulary order; sort the probabilities (most likely first) "
+            "before the running total, then map the decision back to vocabulary order.",
         ),
         Mistake(
             lambda logits, p: torch.softmax(logits, dim=-1) * _nucleus(logits, p),
@@ -370,13 +372,14 @@ TOP_P = Exercise(
     hints=(
         "sort the probabilities from most to least likely and keep tokens until their running total "
         "reaches p; the token that reaches it stays in.",
-        "with probs sorted descending, a token stays when cumsum(probs) - probs < p (the mass ranked "
-        "above it); scatter that bool back to vocabulary order with the sort's indices.",
-        "the sort also returned order, the vocabulary index of each sorted position: scatter writes each "
-        "sorted decision back to that index. Then, as in top-k, give the dropped tokens -inf and take the "
-        "softmax of the original logits.",
+        "with the probabilities sorted from most to least likely, a token stays when the mass ranked "
+        "above it (the running total minus its own probability) is below p; that decision is made in "
+        "sorted order and must be written back to vocabulary order with the sort's indices.",
+        "a sketch: probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True); keep = "
+        "probs.cumsum(-1) - probs < p; scatter writes each sorted decision back to its vocabulary index. "
+        "Then, as in top-k, give the dropped tokens -inf and take the softmax of the original logits.",
     ),
-    difficulty=2,
+    difficulty=3,
     minutes=20,
     atol=1e-6,
 )
@@ -454,9 +457,9 @@ DECODE_STEP = Exercise(
         ),
         Mistake(
             lambda *a: _decode_variant(*a, first_key_only=True),
-            "only the first key is read: that is F.scaled_dot_product_attention(..., is_causal=True) with one "
-            "query, whose mask is aligned top-left (query 0 sees key 0). The newest token sees every key: "
-            "use no mask at all for a single query.",
+            "only the first key is read: that is PyTorch's attention with is_causal and one query, whose "
+            "mask is aligned top-left (query 0 sees key 0). The newest token sees every key: a single "
+            "query needs no mask at all.",
         ),
         Mistake(
             lambda *a: _decode_variant(*a, scale_dim=a[0].shape[-1]),
@@ -465,20 +468,20 @@ DECODE_STEP = Exercise(
         ),
         Mistake(
             lambda *a: _decode_variant(*a, transposed=True),
-            "the weights are used untransposed: they follow nn.Linear, (out, in), so a projection is "
-            "x @ w.T, not x @ w.",
+            "the weights are used untransposed: they follow a linear layer's layout, (out, in), so a "
+            "projection multiplies by the transposed weight.",
         ),
     ),
     hints=(
-        "the cache holds keys and values already split into heads; the new token needs its own query, key "
-        "and value, projected the nn.Linear way and split the same way.",
+        "the cache holds keys and values already split into heads; the new token needs its own query, "
+        "key and value, projected the linear-layer way (by the transposed weight) and split the same way.",
         "the new key and value join the cache along the token axis; then the one query attends to all "
         "S + 1 keys. The newest token may see every one of them, so no mask is needed.",
         "scale the scores by 1 / sqrt(D), D = C / num_heads, take the softmax over the keys, merge the heads "
         "back to (B, 1, C) and apply w_o.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=25,
 )
 
 
@@ -614,8 +617,8 @@ OVERTAKE = Exercise(
         "that S is the quotient of the weights' bytes by the bytes per token, rounded up: in integers, "
         "-(-a // b) rounds a / b up without floats; wrap it in torch.tensor.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=1,
+    minutes=5,
     kind="measure",
 )
 
@@ -659,9 +662,9 @@ STREAMING_KEEP = Exercise(
     mistakes=(
         Mistake(
             lambda cache, n_sink, window: cache[:, :, -window:],
-            "only the latest window is kept: the first tokens, where a trained model parks its spare attention "
-            "(the sink), are gone, and the loss jumps once the text outgrows the window. Keep cache[:, :, :n_sink] "
-            "in front.",
+            "only the latest window is kept: the first tokens, where a trained model parks its spare "
+            "attention (the sink), are gone, and the loss jumps once the text outgrows the window. Keep "
+            "the first n_sink tokens in front.",
         ),
         Mistake(
             lambda cache, n_sink, window: torch.cat([cache[:, :, :n_sink], cache[:, :, -window:]], dim=2),
@@ -689,8 +692,8 @@ STREAMING_KEEP = Exercise(
         "original order: n_sink + window tokens.",
         "slice dim 2 twice, cache[:, :, :n_sink] and cache[:, :, S - window:], and torch.cat them along dim 2.",
     ),
-    difficulty=1,
-    minutes=10,
+    difficulty=2,
+    minutes=15,
 )
 
 

@@ -56,21 +56,24 @@ CAUSAL = Exercise(
     mistakes=(
         Mistake(
             lambda T, S: _tril(T, S, 0),
-            "the mask is aligned top-left (query t sees keys 0..t, like torch's is_causal); with S keys "
-            "query t sits at position S - T + t and sees keys 0..S - T + t: tril(diagonal=S - T).",
+            "the mask is aligned top-left (query t sees keys 0 .. t, like PyTorch's is_causal); with S "
+            "keys, query t sits at position S - T + t and sees keys 0 .. S - T + t. Look at the last "
+            "row: it must keep all S keys.",
         ),
         Mistake(
             lambda T, S: _tril(T, S, S - T - 1),
-            "off by one: each query must also see its own token (the diagonal): tril(diagonal=S - T).",
+            "off by one: each query must also see its own token, the key at its own position S - T + t "
+            "(the shifted diagonal).",
         ),
         Mistake(
             lambda T, S: _tril(T, S, S - T + 1),
-            "off by one: each query sees the next (future) token too: tril(diagonal=S - T), not S - T + 1.",
+            "off by one: each query also sees the next (future) token; the last key it sees is the one "
+            "at its own position S - T + t, not one further.",
         ),
         Mistake(
             lambda T, S: ~masks.causal_mask(T, S),
-            "the polarity is inverted: True means *may attend* (the past and the token itself); "
-            "True = ignore is nn.MultiheadAttention's convention.",
+            "the polarity is inverted: True means *may attend* (the past and the token itself); True = "
+            "ignore is the convention of PyTorch's MultiheadAttention.",
         ),
         Mistake(
             lambda T, S: torch.ones(T, S, dtype=torch.bool).triu(diagonal=S - T),
@@ -79,13 +82,15 @@ CAUSAL = Exercise(
     ),
     hints=(
         "query t may attend to key s when s <= S - T + t: the newest query (t = T - 1) sees every key.",
-        "torch.tril keeps the lower triangle; its diagonal= argument shifts it right by that many keys.",
-        "a sketch: a (T, S) column of query indices against a row of key indices, compared with <= after "
-        "shifting the queries by S - T (or the lower triangle of a (T, S) block of True, shifted the same "
-        "way); check that the last row keeps all S keys, and that for T > S the first T - S rows keep none.",
+        "a lower triangle of True keeps, in row t, the keys up to the diagonal; here the diagonal is "
+        "shifted right by S - T keys, so that the last row keeps all S keys and, when T > S, the first T "
+        "- S rows keep none.",
+        "a sketch: torch.ones(T, S, dtype=torch.bool).tril(...) with the diagonal shifted by S - T, or a "
+        "(T, 1) column of query positions against a (1, S) row of key positions, compared with <= after "
+        "adding S - T to the queries; check the last row and the T > S case.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=10,
 )
 
 
@@ -134,16 +139,17 @@ PADDING = Exercise(
             lambda lengths, max_len, side="right": masks.padding_mask(
                 lengths, max_len, side="left" if side == "right" else "right"
             ),
-            "left and right are swapped: side='right' means the tokens come first and the padding "
-            "after them; side='left' puts the padding first.",
+            "left and right are swapped: right padding means the tokens come first and the padding after "
+            "them; left padding puts the padding first.",
         ),
         Mistake(
             lambda lengths, max_len, side="right": masks.padding_mask(lengths, max_len),
-            "side='left' is ignored: with left padding the real tokens are the last L positions.",
+            "the side argument is ignored: with left padding the real tokens are the last L positions.",
         ),
     ),
     hints=(
-        "compare the positions torch.arange(max_len) with each sequence's length, broadcasting to (B, max_len).",
+        "compare every position 0 .. max_len - 1 with each sequence's length, broadcasting to (B, "
+        "max_len): one row per sequence, True where a real token sits.",
         "right padding: the real tokens are positions 0 .. L - 1; left padding: the last L positions, "
         "max_len - L .. max_len - 1.",
         "a sketch: a (1, max_len) row of positions against a (B, 1) column, one entry per sequence: for the "
@@ -197,8 +203,9 @@ MASKED_SOFTMAX = Exercise(
     mistakes=(
         Mistake(
             _naive,
-            "rows whose keys are all masked come out NaN: softmax of all -inf is 0/0. Keep the NaN out: "
-            "torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0).",
+            "rows whose keys are all masked come out NaN: the softmax of a row of -inf is 0/0. Look at "
+            "those rows: they must come out as zeros, the other rows unchanged. hint('04.3', 2) says how "
+            "to find them.",
         ),
         Mistake(
             lambda scores, mask: torch.softmax(scores, dim=-1) * mask,
@@ -212,7 +219,8 @@ MASKED_SOFTMAX = Exercise(
         ),
         Mistake(
             lambda scores, mask: torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1),
-            "hidden scores are set to 0, but e^0 = 1 still gives them weight: use float('-inf').",
+            "hidden scores are set to 0, but e^0 = 1 still gives them weight: a hidden key needs a score "
+            "of -inf, whose exp is exactly 0.",
         ),
         Mistake(
             lambda scores, mask: masked_softmax(scores, ~mask),
@@ -222,7 +230,8 @@ MASKED_SOFTMAX = Exercise(
             lambda scores, mask: (
                 _naive(scores.transpose(-2, -1), mask.transpose(-2, -1)).transpose(-2, -1).nan_to_num(0.0)
             ),
-            "the softmax runs over the queries (dim=-2); each row (one query) must sum to 1 over the keys.",
+            "the softmax runs over the queries (the second-to-last dim); each row (one query) must sum "
+            "to 1 over the keys.",
         ),
         Mistake(_unshifted_masked, OVERFLOW_HINT),
         Mistake(
@@ -234,11 +243,15 @@ MASKED_SOFTMAX = Exercise(
     ),
     diagnoses=(overflow_diagnosis(_unshifted_masked),),
     hints=(
-        "hide keys with scores.masked_fill(~mask, float('-inf')), then torch.softmax(..., dim=-1).",
-        "a row with no visible key is softmax(all -inf) = 0/0 = NaN; find such rows with "
-        "mask.any(dim=-1, keepdim=True).",
+        "hide the masked keys before the softmax, by giving them a score whose exp is exactly 0; then "
+        "take the softmax over the keys.",
+        "with hidden scores at -inf, a row with no visible key is the softmax of a row of -inf, 0/0 = "
+        "NaN. Find such rows by asking, for each query, whether any key of its mask row is True (keep "
+        "that dim, shape (..., T, 1), so that it broadcasts), and give them zeros.",
+        "a sketch: weights = torch.softmax(scores.masked_fill(~mask, float('-inf')), dim=-1); then "
         "torch.where(condition, weights, 0.0) keeps the weights where the condition holds and puts 0 "
-        "elsewhere; here the condition is 'this row has a visible key', shaped (..., T, 1) to broadcast.",
+        "elsewhere; here the condition is 'this row has a visible key', mask.any over the keys with "
+        "keepdim=True.",
     ),
     difficulty=2,
     minutes=10,
@@ -310,8 +323,8 @@ DECODING_MASK = Exercise(
         "build the (T, S) causal part and the (B, S) padding part separately, then give them the singleton "
         "dimensions that make them broadcast to (B, 1, T, S) and combine them with &.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=20,
 )
 
 
@@ -406,8 +419,8 @@ PADDING_WASTE = Exercise(
     mistakes=(
         Mistake(
             lambda lengths, batch_size: _wrong_waste(lengths, batch_size, sort=False),
-            "the batches are cut in the given order; sort the lengths first, longest first "
-            "(lengths.sort(descending=True)), so that each batch holds sequences of similar length.",
+            "the batches are cut in the given order; sort the lengths first, longest first, so that each "
+            "batch holds sequences of similar length.",
         ),
         Mistake(
             lambda lengths, batch_size: _wrong_waste(lengths, batch_size, count="keys"),
@@ -441,13 +454,14 @@ PADDING_WASTE = Exercise(
         "sort the lengths (longest first), cut them into batches of batch_size, and for each batch count two "
         "numbers: all its score entries and the real ones. The answer is 1 - (real / all), summed over batches "
         "before dividing.",
-        "a batch of sequences of lengths ℓ padded to its longest L has B × L × L score entries; the real ones "
-        "(a real query and a real key) are the ℓ × ℓ block of each sequence.",
+        "a batch of B sequences padded to its longest L has B × L × L score entries; the real ones (a "
+        "real query and a real key) are the ℓ × ℓ block of each sequence, so a batch holds Σ ℓ² real "
+        "entries. Sum both counts over the batches and only then divide.",
         "a sketch: for batch in lengths.sort(descending=True).values.split(batch_size): add len(batch) · L² "
         "to the total and Σ ℓ² to the real count; at the end, a 0-d float64 tensor of 1 - real / total.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=20,
 )
 
 

@@ -180,9 +180,10 @@ ATTENTION_KINDS = Exercise(
     make_cases=_kinds_cases,
     mistakes=(
         _kinds_mistake(
-            "an interval or a pattern counted from layer 0: Qwen3-Next's full_attention_interval = 4 and Gemma 3's "
-            "sliding_window_pattern = 6 end each group with its attention layer, so layer i (from 0) attends "
-            "when (i + 1) % interval == 0, and layer 0 is linear (or sliding).",
+            "an interval or a pattern counted from layer 0: Qwen3-Next's full attention interval (4) and "
+            "Gemma 3's sliding window pattern (6) end each group with its attention layer, so layer i "
+            "(from 0) attends when i + 1 is a multiple of the interval, and layer 0 is linear (or "
+            "sliding).",
             from_zero=True,
         ),
         _kinds_mistake(
@@ -212,8 +213,8 @@ ATTENTION_KINDS = Exercise(
         "an interval of 4 makes layers 3, 7, 11, ... (from 0) attend: the last of each group of four. Kimi's "
         "numbers start at 1. Return torch.tensor(codes) of int64.",
     ),
-    difficulty=2,
-    minutes=20,
+    difficulty=3,
+    minutes=40,
 )
 
 
@@ -336,8 +337,8 @@ CACHE_SIZE = Exercise(
         "+ index_head_dim) · T; linear: H_v · Dk · Dv + (2 · H_k · Dk + H_v · Dv) · (K - 1), whatever T is.",
         "sum over the layers, times dtype_bytes, and return torch.tensor(total) (an int64 scalar).",
     ),
-    difficulty=2,
-    minutes=20,
+    difficulty=3,
+    minutes=45,
 )
 
 

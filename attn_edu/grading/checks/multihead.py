@@ -93,12 +93,13 @@ SPLIT = Exercise(
     ),
     hints=(
         "two steps: cut the last dimension C into (H, D), then move the head axis next to the batch.",
-        "x.view(B, T, H, D) has shape (B, T, H, D); which two dimensions must swap to get (B, H, T, D)?",
+        "first give the tensor the shape (B, T, H, D) without moving any data (each token's C channels "
+        "cut into H blocks of D); which two dimensions must then swap to get (B, H, T, D)?",
         "a sketch: unpack B, T, C from x.shape; view the tensor as (B, T, H, D) with D = C // num_heads; then "
         "swap the token and head axes.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=10,
 )
 
 
@@ -152,7 +153,8 @@ MERGE = Exercise(
     ),
     hints=(
         "undo split_heads step by step, in reverse order.",
-        "x.transpose(1, 2) gives (B, T, H, D); it is not contiguous in memory, so use reshape, not view.",
+        "swapping the head and token axes back gives (B, T, H, D); that tensor is no longer contiguous "
+        "in memory, so flattening its last two axes needs an operation that may copy, not a plain view.",
         "a sketch: unpack B, H, T, D from x.shape; swap the head and token axes back, to (B, T, H, D); then "
         "flatten the last two axes into the H * D channels of each token.",
     ),
@@ -249,8 +251,8 @@ MHA = Exercise(
     mistakes=(
         Mistake(
             lambda *a, **kw: _mha_variant(*a, **kw, out=False),
-            "W^O is missing: after merging the heads, project with w_o (merged @ w_o.T), which mixes "
-            "the heads and is part of the layer.",
+            "W^O is missing: after merging the heads, the output projection w_o mixes the heads and is "
+            "part of the layer.",
         ),
         Mistake(
             lambda *a, **kw: _mha_variant(*a, **kw, scale_dim=a[0].shape[-1]),
@@ -275,13 +277,19 @@ MHA = Exercise(
     ),
     diagnoses=(overflow_diagnosis(_unshifted_mha),),
     hints=(
-        "the weights follow nn.Linear: a projection is x @ w.T. Project query, key and value, then split "
-        "each into num_heads heads of width D = C / num_heads.",
-        "per head: softmax(q kᵀ / sqrt(D)) with masked scores set to -inf (mask True = may attend), times v.",
-        "merge the heads back to (B, T, C) and finish with @ w_o.T.",
+        "the weights follow a linear layer's layout, so each projection multiplies by the weight "
+        "transposed. Project query, key and value, then split each into num_heads heads of width D = C / "
+        "num_heads.",
+        "per head: softmax(q kᵀ / √D) over the keys, with the masked scores set to -inf before it (mask "
+        "True = may attend), times v; heads are split as in 05.1 (cut the channels, then move the head "
+        "axis) and merged back as in 05.2.",
+        "a sketch: q = split_heads(query @ w_q.T, num_heads), the same for k and v; scores = q @ "
+        "k.transpose(-2, -1) / math.sqrt(D), masked_fill(~mask, float('-inf')) when a mask is given; "
+        "torch.softmax over dim=-1, times v; merge the heads back to (B, T, C) and finish with the "
+        "output projection, @ w_o.T.",
     ),
     difficulty=3,
-    minutes=20,
+    minutes=25,
 )
 
 
@@ -309,9 +317,10 @@ REPEAT_KV = Exercise(
     mistakes=(
         Mistake(
             lambda x, n_rep: x.repeat(1, n_rep, 1, 1),
-            "the kv heads are tiled (0, 1, 0, 1, ...), so query head h reads kv head h % H_kv; the "
-            "grouped layout (attn_edu, Hugging Face) copies each kv head into consecutive slots "
-            "(0, 0, 1, 1, ...): query head h reads kv head h // n_rep. Use repeat_interleave on dim 1.",
+            "the kv heads are tiled (0, 1, 0, 1, ...), so query head h reads kv head h mod H_kv; the "
+            "grouped layout (attn_edu, Hugging Face) copies each kv head into consecutive slots (0, 0, "
+            "1, 1, ...): query head h reads kv head ⌊h / n_rep⌋. Look for an operation that repeats each "
+            "slice in place along the head axis.",
         ),
         Mistake(
             lambda x, n_rep: x.repeat_interleave(n_rep, dim=2),
@@ -325,7 +334,9 @@ REPEAT_KV = Exercise(
     ),
     hints=(
         "the result has H = H_kv · n_rep heads; kv head j must fill slots j·n_rep .. (j+1)·n_rep - 1.",
-        "x.repeat(...) tiles the whole head axis (0, 1, 0, 1); you want each head repeated in place (0, 0, 1, 1).",
+        "tiling the whole head axis gives (0, 1, 0, 1); you want each head repeated in place (0, 0, 1, "
+        "1): every slice of the head axis copied n_rep times before the next one, along dim 1, leaving S "
+        "and D as they are.",
         "a sketch: one torch method copies every slice n_rep times in place along a dimension you choose "
         "(its name says it interleaves); choose the heads. Or insert an axis of size 1 after the heads, "
         "expand it to n_rep, and fold it into the head axis with a reshape.",
@@ -414,8 +425,8 @@ TORCH_MHA = Exercise(
     mistakes=(
         Mistake(
             lambda *a: _torch_mha_variant(*a, transpose=False),
-            "the weights are used untransposed: torch stores them as (out_features, in_features), like "
-            "nn.Linear, so a projection is x @ w.T, not x @ w.",
+            "the weights are used untransposed: PyTorch stores them as (out_features, in_features), like "
+            "a linear layer, so a projection multiplies by the transposed weight.",
         ),
         Mistake(
             lambda *a: _torch_mha_variant(*a, in_bias=False),
@@ -424,7 +435,8 @@ TORCH_MHA = Exercise(
         ),
         Mistake(
             lambda *a: _torch_mha_variant(*a, out_bias=False),
-            "out_proj_bias is missing: the output projection is an nn.Linear with a bias, merged @ w.T + b.",
+            "out_proj_bias is missing: the output projection is a linear layer with a bias, added after "
+            "the product with its weight.",
         ),
         Mistake(
             lambda *a: _torch_mha_variant(*a, in_bias=False, out_bias=False),
@@ -440,15 +452,16 @@ TORCH_MHA = Exercise(
     ),
     diagnoses=(overflow_diagnosis(_unshifted_torch_mha),),
     hints=(
-        "in_proj_weight (3C, C) stacks three nn.Linear weights on top of each other: rows 0..C-1 are W^Q, "
-        "then W^K, then W^V; in_proj_bias (3C,) is stacked the same way.",
-        "cut both into three pieces along dim 0, project x with each (x @ w.T + b), then do what 05.3 did: "
-        "split heads, softmax(q kᵀ / sqrt(D)) v, merge heads.",
-        "the output projection also has a bias: the last step is the merged heads times out_proj_weight's "
-        "transpose, plus out_proj_bias.",
+        "in_proj_weight (3C, C) stacks three linear layers' weights on top of each other: rows 0 .. C - "
+        "1 are W^Q, then W^K, then W^V; in_proj_bias (3C,) is stacked the same way.",
+        "cut both into three pieces along dim 0, project x with each piece (times the transposed weight, "
+        "plus its bias), then do what 05.3 did: split the heads, softmax(q kᵀ / √D) v, merge the heads.",
+        "a sketch: w_q, w_k, w_v = in_proj_weight.chunk(3, dim=0) and the same for in_proj_bias; q = x @ "
+        "w_q.T + b_q, and so on; attention per head as in 05.3; the output projection also has a bias: "
+        "merged @ out_proj_weight.T + out_proj_bias.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=25,
 )
 
 
@@ -509,11 +522,12 @@ PARAMETER_COUNT = Exercise(
         Mistake(
             lambda d, h, kv, b: _count_with(d, h, kv, b, kv_width=d),
             "W^K and W^V are counted at full width: that is the MHA count. Under GQA they produce only "
-            "num_kv_heads heads, d_model × (num_kv_heads · head_dim) each, head_dim = d_model / num_heads.",
+            "num_kv_heads heads, d_model × (num_kv_heads · head_dim) each, where head_dim is d_model / "
+            "num_heads.",
         ),
         Mistake(
             lambda d, h, kv, b: _count_with(d, h, kv, False),
-            "the biases are missing: with bias=True each projection has one bias per output feature, "
+            "the biases are missing: with a bias each projection has one bias per output feature, "
             "d_model for W^Q and W^O, num_kv_heads · head_dim for W^K and W^V.",
         ),
         Mistake(
@@ -529,16 +543,17 @@ PARAMETER_COUNT = Exercise(
     properties=(
         Property(
             MODULE_COUNT,
-            "build attn_edu's MultiHeadAttention(d_model, num_heads, num_kv_heads=..., bias=...) and add up "
-            "p.numel() over its parameters: the answer must be that number.",
+            "build attn_edu's MultiHeadAttention with these sizes (num_kv_heads and bias as given) and "
+            "add up the number of elements of its parameters: the answer must be that number.",
             holds=_count_holds,
         ),
     ),
     hints=(
-        "list the four projections as nn.Linear layers, with their in and out features; under GQA only two "
-        "of them get smaller.",
-        "head_dim = d_model / num_heads. W^Q and W^O are d_model × d_model; W^K and W^V map d_model to "
-        "num_kv_heads · head_dim. An nn.Linear(i, o) holds i · o weights and, with a bias, o more.",
+        "list the four projections as linear layers, each with its in and out features; under GQA only "
+        "two of them get smaller.",
+        "head_dim is d_model / num_heads. W^Q and W^O are d_model × d_model; W^K and W^V map d_model to "
+        "num_kv_heads · head_dim. A linear layer from i to o features holds i · o weights and, with a "
+        "bias, o more.",
         "a sketch: add the four weight counts; when bias is True add the four out-feature counts; hand the "
         "total back as a 0-d int64 tensor (torch.tensor of a Python int).",
     ),

@@ -95,14 +95,15 @@ SINUSOIDAL = Exercise(
     hints=(
         "positions pos = 0 .. num_positions-1 and pair indices i = 0 .. dim/2-1; the angle of pair i "
         "is pos · ω_i with ω_i = 10000^(-2i/dim).",
-        "angles = pos[:, None] * omega[None, :] has shape (num_positions, dim/2); put its sine in "
+        "the angles form a (num_positions, dim/2) table, the position of each row times the frequency of "
+        "each column (broadcast a column of positions against a row of frequencies); its sine goes in "
         "columns 0, 2, 4, ... and its cosine in columns 1, 3, 5, ...",
-        "a slice with a step picks every other column (pe[:, 0::2] are the even ones): fill an empty "
-        "(num_positions, dim) table through the even and the odd view, with the angles in float64, "
-        "and cast the table to float32 at the end.",
+        "a sketch: angles = pos[:, None] * omega[None, :]; a slice with a step picks every other column "
+        "(pe[:, 0::2] are the even ones): fill an empty (num_positions, dim) table through the even and "
+        "the odd view, with the angles in float64, and cast the table to float32 at the end.",
     ),
-    difficulty=1,
-    minutes=10,
+    difficulty=2,
+    minutes=15,
     atol=1e-4,  # float32 angles up to ~100 rad are fine: |error| < 1e-5
 )
 
@@ -163,13 +164,15 @@ ALIBI = Exercise(
     hints=(
         "query t sits at absolute position S - T + t and key s at position s; the bias of head h is "
         "-slopes[h] · |key position - query position|.",
-        "build the (T, S) distance matrix with broadcasting: torch.arange(S)[None, :] - (S - T + "
-        "torch.arange(T))[:, None], then take .abs().",
-        "the slopes have shape (H,): view them as (H, 1, 1) so that they broadcast against the (T, S) "
+        "build the (T, S) matrix of distances with broadcasting: a row of key positions 0 .. S - 1 minus "
+        "a column of query positions S - T .. S - 1, then its absolute value; each head scales it by "
+        "minus its own slope.",
+        "a sketch: distance = (torch.arange(S)[None, :] - (S - T + torch.arange(T))[:, None]).abs(); the "
+        "slopes have shape (H,): view them as (H, 1, 1) so that they broadcast against the (T, S) "
         "distances, mind the minus sign, and make the result float32.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -235,37 +238,39 @@ BUCKETS = Exercise(
     mistakes=(
         Mistake(
             _no_offset,
-            "keys after the query (relative_position > 0) land in the same buckets as keys before it: "
-            "bidirectional buckets give the future the upper half, so add num_buckets // 2 where "
-            "relative_position > 0.",
+            "keys after the query (a positive relative position) land in the same buckets as keys before "
+            "it: bidirectional buckets give the future the upper half, so those keys need an offset of "
+            "half the buckets.",
         ),
         Mistake(
             _offset_for_past,
-            "the offset goes to the wrong side: keys *after* the query (relative_position > 0) get "
-            "the upper half (+ num_buckets // 2), keys before it the lower half.",
+            "the offset goes to the wrong side: keys *after* the query (a positive relative position) "
+            "get the upper half of the buckets, keys before it the lower half.",
         ),
         Mistake(
             _buckets_not_halved,
-            "each direction has only num_buckets // 2 buckets: halve num_buckets before computing the "
-            "exact region (n // 2) and the log-spaced ones.",
+            "each direction has only half of the buckets: halve num_buckets before computing the exact "
+            "region (half of that half) and the log-spaced ones.",
         ),
         Mistake(
             _no_cap,
-            "distances beyond max_distance spill past the last bucket: cap the log-spaced bucket at "
-            "n - 1 (n = num_buckets // 2) with .clamp(max=n - 1).",
+            "distances beyond max_distance spill past the last bucket: cap the log-spaced bucket at the "
+            "last bucket of its half, n - 1 with n = num_buckets / 2.",
         ),
     ),
     hints=(
-        "n = num_buckets // 2 buckets per direction; the future (relative_position > 0) adds n. "
-        "Within a direction, d = |relative_position| < n // 2 is its own bucket.",
-        "for d >= exact = n // 2: bucket = exact + floor(log(d / exact) / log(max_distance / exact) * "
-        "(n - exact)), capped at n - 1.",
+        "with n = num_buckets / 2 buckets per direction, the future (a positive relative position) adds "
+        "n. Within a direction, a distance d smaller than n / 2 is its own bucket; larger distances "
+        "share log-spaced buckets.",
+        "for d at least exact = n / 2: bucket = exact + ⌊log(d / exact) / log(max_distance / exact) · (n "
+        "- exact)⌋, capped at n - 1; below exact the bucket is d itself; then the direction's offset is "
+        "added.",
         "take the log of d.clamp(min=exact).float() so that small d never meet log(0); choose per "
         "entry between d and the log-spaced bucket with torch.where, add the direction's offset, and "
         "keep int64.",
     ),
-    difficulty=3,
-    minutes=20,
+    difficulty=2,
+    minutes=15,
 )
 
 
@@ -379,17 +384,18 @@ SHAW = Exercise(
         ),
         Mistake(
             lambda *a: _shaw_variant(*a, values=False),
-            "a^V is missing: Shaw et al. add relative vectors to the values too, z_i = Σ_j w_ij (v_j + a^V_ij).",
+            "a^V is missing: Shaw et al. add relative vectors to the values too, z_i = Σ_j w_ij (v_j + "
+            "a^V_ij).",
         ),
         Mistake(
             lambda *a: _shaw_variant(*a, scale_positions=False),
-            "only q·k is divided by sqrt(D): the position term belongs inside the same score, "
-            "e_ij = q_i · (k_j + a^K_ij) / sqrt(D).",
+            "only q·k is divided by √D: the position term belongs inside the same score, e_ij = q_i · "
+            "(k_j + a^K_ij) / √D.",
         ),
         Mistake(
             lambda *a: _shaw_variant(*a, offset=0),
-            "the queries are placed at positions 0 .. T - 1: with T != S they are the last T of the S positions "
-            "(offset S - T), as for the bottom-right causal mask.",
+            "the queries are placed at positions 0 .. T - 1: when T and S differ they are the last T of "
+            "the S positions (offset S - T), as for the bottom-right causal mask.",
         ),
         Mistake(_unshifted_shaw, OVERFLOW_HINT),
     ),
@@ -397,13 +403,15 @@ SHAW = Exercise(
     hints=(
         "first a (T, S) table of distances, key position minus query position, with query t at position "
         "S - T + t; clip it to [-k, k] and turn it into row numbers 0 .. 2k.",
-        "indexing key_table and value_table with that (T, S) index gives a^K (T, S, D) and a^V (T, S, Dv), one "
-        "vector per (query, key) pair. torch.einsum pairs each query with its own row of a^K.",
-        "scores are q·k plus q·a^K, both over sqrt(D); mask future keys with -inf when is_causal; after the "
-        "softmax, add the weighted sum of a^V to the weighted sum of v.",
+        "indexing key_table and value_table with that (T, S) table of row numbers gives a^K (T, S, D) "
+        "and a^V (T, S, Dv), one vector per (query, key) pair; each query is paired with its own row of "
+        "a^K (a product summed over D for every pair), not with every row.",
+        "a sketch: a_k = key_table[index] and a_v = value_table[index]; scores = (q @ k.transpose(-2, "
+        "-1) + torch.einsum('...td,tsd->...ts', q, a_k)) / math.sqrt(D); mask future keys with -inf when "
+        "is_causal; after the softmax, add the weighted sum of a^V to the weighted sum of v.",
     ),
     difficulty=3,
-    minutes=25,
+    minutes=35,
 )
 
 
@@ -474,41 +482,44 @@ SHIFT_MAP = Exercise(
     mistakes=(
         Mistake(
             lambda table, k: _fit(table[k:], table[:-k]),
-            "the map is fitted the wrong way round: it takes position p + k back to p (M_-k). Solve "
-            "table[:-k] @ M ≈ table[k:]: A = table[:-k] (the earlier rows), B = table[k:].",
+            "the map is fitted the wrong way round: it takes position p + k back to p. The inputs are "
+            "the earlier rows (0 .. N - k - 1) and the targets the rows k further on.",
         ),
         Mistake(
             lambda table, k: _fit(table[:-k], table[k:]).T,
-            "the result is transposed: the rows are positions, so the map acts from the right, "
-            "table[:-k] @ M ≈ table[k:]; lstsq(A, B).solution is that M as it is, no .T.",
+            "the result is transposed: the rows are positions, so the map acts from the right (earlier "
+            "rows times M ≈ later rows), and the least-squares solution is that M as it is.",
         ),
         Mistake(
             lambda table, k: _fit(table[: -k - 1], table[k + 1 :]),
-            "the shift is off by one: this map moves k + 1 rows. Pair row p with row p + k: table[:-k] and table[k:].",
+            "the shift is off by one: this map moves k + 1 rows. Pair row p with row p + k.",
         ),
         Mistake(
             lambda table, k: _fit(table[: len(table) - k + 1], table[k - 1 :]),
-            "the shift is off by one: this map moves k - 1 rows. Pair row p with row p + k: table[:-k] and table[k:].",
+            "the shift is off by one: this map moves k - 1 rows. Pair row p with row p + k.",
         ),
     ),
     properties=(
         Property(
             NORMAL_EQUATIONS,
-            "a least-squares M solves the normal equations Aᵀ A M = Aᵀ B (A = table[:-k], B = table[k:]); on a "
-            "sinusoidal table, every pair that turns within the table pins its 2×2 block down to the rotation.",
+            "a least-squares M solves the normal equations Aᵀ A M = Aᵀ B (A the rows 0 .. N - k - 1, B "
+            "the rows k .. N - 1); on a sinusoidal table, every pair that turns within the table pins "
+            "its 2×2 block down to the rotation.",
             holds=_shift_holds,
         ),
     ),
     hints=(
         "rows are positions: the inputs of the map are the rows that have a row k further on, the targets "
         "are those later rows. Which slices of the table are they?",
-        "A = table[:-k] and B = table[k:] have the same shape (N - k, D); you want the (D, D) matrix M that "
-        "makes A @ M as close as possible to B. torch.linalg has a least-squares solver.",
-        "torch.linalg.lstsq(A, B) returns a named tuple; its .solution is the (D, D) map. Keep float64, and "
-        "do not transpose it: it already acts on rows from the right.",
+        "the inputs A are the rows 0 .. N - k - 1 and the targets B the rows k .. N - 1, both (N - k, "
+        "D); you want the (D, D) matrix M that makes A M as close as possible to B in the least-squares "
+        "sense. PyTorch's linear-algebra module has a solver for exactly that.",
+        "a sketch: A, B = table[:-k], table[k:]; torch.linalg.lstsq(A, B) returns a named tuple; its "
+        ".solution is the (D, D) map. Keep float64, and do not transpose it: it already acts on rows "
+        "from the right.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
     atol=1e-6,  # float64 fits by lstsq, pinv or the normal equations agree to ~1e-7 on these tables
     rtol=1e-5,
 )

@@ -122,12 +122,14 @@ DELTA_WRITE = Exercise(
     hints=(
         "three steps per (batch, head): shrink the state by α = exp(log_decay); ask it what it holds for k; add "
         "the outer product of k and the scaled difference.",
-        "what the state holds for k is kᵀS, a (Dv,) vector per batch and head: k[..., None, :] @ S, squeezed. "
-        "Take it from the decayed state.",
-        "the correction β (v − kᵀS) has shape (B, H, Dv); its outer product with k is "
-        "k[..., :, None] * correction[..., None, :], shape (B, H, Dk, Dv), like the state.",
+        "what the state holds for k is kᵀS, a (Dv,) vector per batch and head: the key as a row times "
+        "the (Dk, Dv) state. Take it from the decayed state, then the correction is β times (v minus "
+        "that).",
+        "a sketch: recalled = (k[..., None, :] @ S).squeeze(-2); the correction β (v − kᵀS) has shape "
+        "(B, H, Dv); its outer product with k is k[..., :, None] * correction[..., None, :], shape (B, "
+        "H, Dk, Dv), like the state.",
     ),
-    difficulty=2,
+    difficulty=3,
     minutes=15,
     atol=1e-4,
 )
@@ -243,15 +245,15 @@ CHUNK_CORRECTIONS = Exercise(
     ),
     diagnoses=(_underflow,),
     hints=(
-        "unroll the recurrence inside the chunk: what the state holds for k_t before step t's write is S₀, "
-        "decayed to step t, plus every earlier write k_s u_sᵀ, decayed from step s to step t. Put that into "
-        "u_t = β_t (v_t − what it holds) and move every u to the left side.",
+        "unroll the recurrence inside the chunk: what the state holds for k_t before step t's write is "
+        "S₀, decayed to step t, plus every earlier write k_s u_sᵀ, decayed from step s to step t. Put "
+        "that into u_t = β_t (v_t − what it holds) and move every u to the left side.",
         "with c the running sum of log_decay over the chunk, the factor from step s to step t is exp(c_t − c_s); "
         "the coefficient of u_s in step t's equation is β_t exp(c_t − c_s) (k_t · k_s), for s < t only.",
         "all steps at once: a (C, C) strictly lower triangular A, a right side β V − β γ (K S₀) with "
         "γ_t = exp(c_t), and torch.linalg.solve_triangular(I + A, right side, upper=False).",
     ),
-    difficulty=3,
+    difficulty=4,
     minutes=30,
     atol=1e-4,
 )

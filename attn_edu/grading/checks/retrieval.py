@@ -42,7 +42,7 @@ def _outside_the_values(case: Case, got: torch.Tensor) -> str | None:
     if outside:
         return (
             "some outputs lie outside the range of the values, so they are not weighted averages: the "
-            "weights must be non-negative and sum to 1 over the keys (a softmax over dim=-1)."
+            "weights must be non-negative and sum to 1 over the keys (a softmax over the last dim)."
         )
     return None
 
@@ -85,15 +85,15 @@ SOFT_LOOKUP = Exercise(
             lambda query, keys, values, temperature=1.0: _pool(
                 _scores(query, keys) / temperature, values, -2
             ),
-            "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over the "
-            "keys: torch.softmax(scores, dim=-1).",
+            "the softmax runs over the queries (the second-to-last dim); each query's weights must sum "
+            "to 1 over the keys, so normalise along the last dim.",
         ),
         Mistake(
             lambda query, keys, values, temperature=1.0: (
                 torch.exp(_scores(query, keys) / temperature) @ values
             ),
-            "the weights are not normalised: exp(scores) alone does not sum to 1; divide each row by its "
-            "sum (that is what torch.softmax does).",
+            "the weights are not normalised: exp of the scores alone does not sum to 1; each row must be "
+            "divided by its own sum, which is what a softmax does.",
         ),
         Mistake(
             lambda query, keys, values, temperature=1.0: _pool(_scores(query, keys) * temperature, values),
@@ -114,27 +114,34 @@ SOFT_LOOKUP = Exercise(
             lambda query, keys, values, temperature=1.0: torch.softmax(
                 _scores(query, keys) / temperature, dim=-1
             ),
-            "this is the (..., T, S) matrix of weights; the answer is weights @ values, shape (..., T, Dv).",
+            "this is the (..., T, S) matrix of weights; the answer is each query's weighted average of "
+            "the values, shape (..., T, Dv).",
         ),
     ),
     properties=(
         Property(
             "low temperature",
-            "at temperature 0.01 the scores / temperature reach the hundreds and exp() overflows to inf "
-            "(inf / inf = NaN): use torch.softmax, which subtracts each row's maximum first.",
+            "at temperature 0.01 the scores divided by the temperature reach the hundreds and exp "
+            "overflows to inf (inf / inf = NaN): subtract each row's largest score before exp, as a "
+            "library softmax does.",
         ),
     ),
     diagnoses=(_outside_the_values,),
     hints=(
-        "three steps: scores = query @ keys.transpose(-2, -1), shape (..., T, S); weights = softmax of "
-        "scores / temperature over the keys; answer = weights @ values.",
-        "torch.softmax(scores / temperature, dim=-1): dim=-1 is the keys, so every query's weights sum to 1.",
-        "a sketch: a matrix product of the queries with the keys transposed in their last two dims gives "
-        "(..., T, S); divide by the temperature, take the softmax over the keys, then a second matrix product "
-        "with the values gives (..., T, Dv). torch.softmax stays finite at low temperature; exp() does not.",
+        "three steps: the score of every (query, key) pair, divided by the temperature; a softmax over "
+        "the keys for each query; then each query's weighted average of the values.",
+        "the scores are a matrix product of the queries (..., T, D) with the keys transposed in their "
+        "last two dims, (..., D, S), which gives (..., T, S); after the division by the temperature the "
+        "softmax runs over the last dim (the keys), so each query's weights sum to 1. A softmax you "
+        "write yourself with exp overflows at low temperature unless it first subtracts each row's "
+        "largest score.",
+        "a sketch: weights = torch.softmax(query @ keys.transpose(-2, -1) / temperature, dim=-1), shape "
+        "(..., T, S); the answer is one more matrix product, of those weights with the values, shape "
+        "(..., T, Dv). The library softmax stays finite at low temperature because it subtracts each "
+        "row's largest score before exp.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=10,
 )
 
 
@@ -218,16 +225,21 @@ NADARAYA_WATSON = Exercise(
             "narrow bandwidth",
             "with a narrow bandwidth, a query far from every training point has kernel values that all "
             "underflow to 0, and 0 / 0 = NaN; it must get the target of the nearest training point. "
-            "Compute the weights as torch.softmax(scores, dim=1) of the scores -(x - x_i)² / (2 σ²).",
+            "Treat -(x - x_i)² / (2 σ²) as scores and take a softmax over the training points, which "
+            "subtracts each row's largest score first.",
         ),
     ),
     diagnoses=(_outside_the_values,),
     hints=(
-        "the gaps x_query[:, None] - x_train[None, :] form a (T, S) matrix: one row per query.",
-        "the score of a pair is the log of its kernel, -gap² / (2 σ²); exp() and a division by the row sum "
-        "give 0 / 0 when every kernel value underflows, a softmax over dim=1 (the training points) does not.",
-        "a sketch: (T, S) gaps, then (T, S) scores from the squared gaps and the bandwidth, then one softmax "
-        "per row; the prediction is that (T, S) matrix times the (S,) targets, a (T,) vector.",
+        "each query gets a weight for every training point, from the Gaussian kernel of their distance; "
+        "the prediction is the weighted average of the targets, the weights of each query summing to 1.",
+        "the gaps between every query and every training point form a (T, S) matrix, one row per query; "
+        "the score of a pair is the log of its kernel, -gap² / (2 σ²). Exponentiating and dividing by "
+        "the row sum gives 0 / 0 when every kernel value underflows; a softmax over the training points "
+        "(dim 1) does not.",
+        "a sketch: the gaps are x_query[:, None] minus x_train[None, :], shape (T, S); the scores come "
+        "from the squared gaps and the bandwidth; torch.softmax over dim=1 (the training points) gives "
+        "the weights; the prediction is that (T, S) matrix times the (S,) targets, a (T,) vector.",
     ),
     difficulty=2,
     minutes=10,
@@ -372,14 +384,17 @@ BEST_BANDWIDTH = Exercise(
     hints=(
         "for each candidate bandwidth, predict the validation points x_val from the training points (the "
         "Nadaraya–Watson of 01.2), and measure the mean squared error of that prediction against y_val.",
-        "measure on the validation points, not the training points: on the training points a tiny bandwidth "
-        "gives every point its own target back, an error near 0 that says nothing about new points.",
-        "a sketch: a loop over bandwidths.tolist() that collects K errors; stack them into a (K,) tensor; the "
-        "position of the smallest (argmin, not argmax) picks the candidate; hand back the candidate, not the "
+        "for each candidate bandwidth, predict x_val from the training points and average the squared "
+        "errors against y_val; the best candidate has the lowest such error. Measure on the validation "
+        "points, not the training points: there a tiny bandwidth gives every point its own target back, "
+        "an error near 0 that says nothing about new points.",
+        "a sketch: a loop over bandwidths.tolist() that collects K validation errors (your 01.2 for the "
+        "predictions); stack them into a (K,) tensor; the position of the smallest (argmin, not argmax) "
+        "picks the candidate; hand back the candidate bandwidth itself, a 0-d float tensor, not its "
         "position.",
     ),
-    difficulty=2,
-    minutes=10,
+    difficulty=3,
+    minutes=20,
 )
 
 
@@ -446,8 +461,8 @@ ADDITIVE = Exercise(
         ),
         Mistake(
             lambda *a: _additive_variant(*a, dim=-2),
-            "the softmax runs over the queries (dim=-2); each query's weights over the S keys must sum "
-            "to 1, so softmax over the last dim.",
+            "the softmax runs over the queries (the second-to-last dim); each query's weights over the S "
+            "keys must sum to 1, so take the softmax over the last dim.",
         ),
         Mistake(
             lambda *a: _additive_variant(*a, scale=1.0 / math.sqrt(a[3].shape[0])),
@@ -456,18 +471,23 @@ ADDITIVE = Exercise(
         ),
         Mistake(
             lambda *a: _additive_variant(*a, pool=False),
-            "this is the (..., T, S) matrix of weights; the output is weights @ values, shape (..., T, Dv).",
+            "this is the (..., T, S) matrix of weights; the output is each query's weighted average of "
+            "the values, shape (..., T, Dv).",
         ),
     ),
     hints=(
-        "the weights follow nn.Linear, (out_features, in_features): project queries and keys to the hidden "
-        "size A with t @ w.T. Every (query, key) pair needs its own hidden vector, (..., T, S, A).",
-        "give the projected queries an axis for the keys and the projected keys one for the queries "
-        "([..., :, None, :] and [..., None, :, :]); broadcasting the sum gives (..., T, S, A).",
-        "tanh of that sum, a matrix-vector product with v for the (..., T, S) scores, then the softmax over "
+        "the weights follow a linear layer's layout, (out_features, in_features): project the queries "
+        "and the keys to the hidden size A, then every (query, key) pair needs its own hidden vector, "
+        "the sum of its two projections, before the tanh.",
+        "project with each weight transposed, giving (..., T, A) and (..., S, A); give the projected "
+        "queries a new axis for the keys and the projected keys a new axis for the queries, so that "
+        "broadcasting their sum gives (..., T, S, A). The tanh of that sum, contracted with v over A, "
+        "gives the (..., T, S) scores.",
+        "a sketch: hidden = torch.tanh((query @ w_q.T)[..., :, None, :] + (keys @ w_k.T)[..., None, :, "
+        ":]), shape (..., T, S, A); the scores are hidden @ v, shape (..., T, S); then the softmax over "
         "the keys and the weighted sum of the values, as in 01.1 (no temperature here).",
     ),
-    difficulty=2,
+    difficulty=3,
     minutes=15,
 )
 

@@ -65,12 +65,12 @@ ROPE_HALF = Exercise(
         Mistake(
             lambda x, offset=0: rope.apply_rope(x, offset=offset, layout="interleaved"),
             "the pairs are neighbours (x_2i, x_2i+1): that is the interleaved layout. In the half-split "
-            "layout coordinate i pairs with i + D/2 (x1, x2 = x.chunk(2, dim=-1)).",
+            "layout coordinate i pairs with coordinate i + D/2, the same place in the second half.",
         ),
         Mistake(
             lambda x, offset=0: rope.apply_rope(x, -torch.arange(offset, offset + x.shape[-2])),
-            "the rotation goes the wrong way: x'_1 = x_1 cos - x_2 sin and x'_2 = x_1 sin + x_2 cos "
-            "(rotate_half(x) = cat(-x2, x1)).",
+            "the rotation goes the wrong way: x'_1 = x_1 cos - x_2 sin and x'_2 = x_1 sin + x_2 cos; "
+            "look at the sign in front of each sine.",
         ),
         Mistake(
             lambda x, offset=0: rope.apply_rope(x, offset=offset + 1),
@@ -90,13 +90,16 @@ ROPE_HALF = Exercise(
         ),
     ),
     hints=(
-        "split x into halves x1, x2 = x.chunk(2, dim=-1): pair i is (x1[..., i], x2[..., i]). The "
-        "angle of pair i for token t is (offset + t) · θ_i.",
-        "theta = 10000.0 ** (-torch.arange(0, D, 2) / D) has D/2 entries; angles = positions[:, None] "
-        "* theta[None, :] has shape (T, D/2); cos and sin of it broadcast over (..., T, D/2).",
-        "build each rotated half from the formula in the exercise text (both halves mix x1 and x2 "
-        "with cos and sin), then join the two halves along the last dim with torch.cat; no loop over "
-        "pairs is needed.",
+        "cut x into its first and second halves: pair i is coordinate i of the first half with "
+        "coordinate i of the second. The angle of pair i for token t is (offset + t) · θ_i, and each "
+        "pair is turned by its angle.",
+        "θ has D/2 entries, θ_i = 10000^(-2i/D) for i = 0 .. D/2 - 1; the angles form a (T, D/2) table, "
+        "a column of positions offset .. offset + T - 1 times a row of θ; their cosine and sine "
+        "broadcast over (..., T, D/2), one per pair.",
+        "a sketch: x1, x2 = x.chunk(2, dim=-1); theta = 10000.0 ** (-torch.arange(0, D, 2) / D); the "
+        "angles are a column of positions times a row of theta, (T, D/2); build each rotated half from "
+        "the formula in the exercise text (both halves mix x1 and x2 with cos and sin), then join them "
+        "along the last dim with torch.cat.",
     ),
     difficulty=2,
     minutes=15,
@@ -219,13 +222,14 @@ NTK = Exercise(
         "keep θ_i = base'^(-2i/D) for i = 0 .. D/2 - 1, but with a new base' chosen so that the last "
         "pair turns exactly s times slower than before.",
         "the last pair has i = D/2 - 1, so θ_last = base'^(-(D-2)/D); solving base'^(-(D-2)/D) = "
-        "base^(-(D-2)/D) / s gives base' = base · s^(D/(D-2)).",
+        "base^(-(D-2)/D) / s for the new base gives base' = base · s^(D/(D-2)); every other frequency "
+        "follows from base' by the usual formula.",
         "compute the new base once from base and factor, then the frequencies exactly as "
         "rope_frequencies does (exponents -2i/D for the even numbers 2i = 0, 2, ..., D - 2), in "
         "float64, cast to float32.",
     ),
     difficulty=1,
-    minutes=10,
+    minutes=5,
 )
 
 
@@ -314,8 +318,9 @@ YARN = Exercise(
         ),
         Mistake(
             _yarn_mistake("unrounded"),
-            "the ramp's ends are not rounded: like the YaRN reference code and Hugging Face (truncate=True), "
-            "take floor(d(beta_fast)) and ceil(d(beta_slow)), clipped to 0 and D - 1, before the linear ramp.",
+            "the ramp's ends are not rounded: like the YaRN reference code and Hugging Face (which "
+            "truncate), take the floor of d(beta_fast) and the ceiling of d(beta_slow), clipped to 0 and "
+            "D - 1, before the linear ramp.",
         ),
         Mistake(
             _yarn_mistake("turns"),
@@ -339,7 +344,7 @@ YARN = Exercise(
         "each pair takes: blend θ_i · (1 - ramp) + θ_i / s · ramp, in float64, then cast to float32.",
     ),
     difficulty=2,
-    minutes=20,
+    minutes=25,
 )
 
 
@@ -430,7 +435,7 @@ SCORE_BY_DISTANCE = Exercise(
         Mistake(
             lambda *a: _distance_variant(*a, layout="interleaved"),
             "the pairs are neighbours (x_2i, x_2i+1), the interleaved layout; as in 07.1, pair i is "
-            "(x_i, x_(i+D/2)), the two halves of the vector.",
+            "coordinate i of the first half with coordinate i of the second half.",
         ),
         Mistake(
             lambda *a: _distance_variant(*a, exponent=1.0),
@@ -452,10 +457,12 @@ SCORE_BY_DISTANCE = Exercise(
     hints=(
         "the key sits at position 0, where RoPE turns nothing; the query sits at δ. One score per δ, so build "
         "all max_distance + 1 rotated copies of q at once.",
-        "the angles are δ · θ_i, an outer product of the distances (N,) and θ (D/2,); turn the halves "
-        "q1, q2 = q.chunk(2) by them as in 07.1.",
-        "a sketch: the (N, D) rotated queries times k, summed over the last dim, in float64 (angles reach "
-        "1000 rad), cast back to q's dtype at the end.",
+        "the angles are δ · θ_i, an outer product of the distances (N,) and θ (D/2,); turn the two "
+        "halves of q by them as in 07.1 (pair i is coordinate i of each half), which gives N rotated "
+        "copies of q, one per distance.",
+        "a sketch: q1, q2 = q.chunk(2); angles = delta[:, None] * theta[None, :]; the (N, D) rotated "
+        "queries times k, summed over the last dim, in float64 (angles reach 1000 rad), cast back to q's "
+        "dtype at the end.",
     ),
     difficulty=2,
     minutes=15,

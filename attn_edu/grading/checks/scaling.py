@@ -49,7 +49,7 @@ VARIANCE = Exercise(
     mistakes=(
         Mistake(
             lambda q, k: (q * k).sum(dim=-1).std(dim=-1),
-            "that is the standard deviation (about sqrt(D)); the variance is its square: .var(), not .std().",
+            "that is the standard deviation (about √D); the variance is its square.",
         ),
         Mistake(
             lambda q, k: ((q * k).sum(dim=-1) / math.sqrt(q.shape[-1])).var(dim=-1),
@@ -58,26 +58,28 @@ VARIANCE = Exercise(
         ),
         Mistake(
             lambda q, k: (q * k).flatten(-2).var(dim=-1),
-            "that is the variance of single products q_i k_i; sum the D products of each pair first: "
-            "q·k = (q * k).sum(dim=-1).",
+            "that is the variance of single products q_i k_i; each pair's D products must be summed "
+            "first into one dot product, and the variance taken over the N dot products.",
         ),
         Mistake(
             lambda q, k: (q @ k.transpose(-2, -1)).flatten(-2).var(dim=-1),
-            "q @ k.T pairs every q with every k; this exercise pairs q[n] with k[n] only: "
-            "(q * k).sum(dim=-1).",
+            "every q is paired with every k (an N × N matrix of scores); this exercise pairs q[n] with "
+            "k[n] only, N dot products.",
         ),
         Mistake(
             lambda q, k: (q * k).sum(dim=-1).mean(dim=-1),
-            "that is the mean of the dot products (about 0); the variance is "
-            "((dots - dots.mean())**2).sum() / (N - 1), i.e. dots.var(dim=-1).",
+            "that is the mean of the dot products (about 0); the variance is the mean squared distance "
+            "from that mean (with N - 1 or N in the denominator).",
         ),
     ),
     hints=(
         "compute the N dot products first (one per pair, shape (..., N)), then their variance over N.",
-        "an elementwise product q * k summed over the last dimension gives one dot product per pair; a matrix "
-        "product q @ kᵀ would pair every q with every k (N² scores, not N).",
-        "Tensor.var reduces over the dimension you name (here the pairs' one); keep the result a tensor (0-d "
-        "for (N, D) inputs): .item() or float() would make it a Python number.",
+        "an elementwise product of q and k, summed over the last dimension, gives one dot product per "
+        "pair; a matrix product of q with kᵀ would pair every q with every k (N² scores, not N). The "
+        "variance is then taken over the pairs' dimension.",
+        "a sketch: dots = (q * k).sum(dim=-1), shape (..., N); Tensor.var reduces over the dimension you "
+        "name (here the pairs' one); keep the result a tensor (0-d for (N, D) inputs): .item() or "
+        "float() would make it a Python number.",
     ),
     # N is a few hundred: dividing by N or by N - 1 differs by < 0.5%, and both estimators are fine.
     rtol=1e-2,
@@ -159,7 +161,7 @@ JACOBIAN = Exercise(
     mistakes=(
         Mistake(
             lambda p: torch.diag_embed(p * (1 - p)),
-            "only the diagonal, p_i(1 - p_i), is there: moving score j also moves every other weight i, "
+            "only the diagonal, p_i (1 - p_i), is there: moving score j also moves every other weight i, "
             "by -p_i p_j. Subtract the outer product p pᵀ from diag(p).",
         ),
         Mistake(
@@ -173,33 +175,35 @@ JACOBIAN = Exercise(
         ),
         Mistake(
             lambda p: p[..., :, None] * (1 - p[..., None, :]),
-            "p_i(1 - p_j) for every pair treats δ_ij as 1 everywhere; it is 1 only on the diagonal "
-            "(i = j) and 0 elsewhere: diag(p) - p pᵀ.",
+            "p_i (1 - p_j) for every pair treats δ_ij as 1 everywhere; it is 1 only on the diagonal (i = "
+            "j) and 0 elsewhere: diag(p) - p pᵀ.",
         ),
         Mistake(
             lambda p: _outer(p) - torch.diag_embed(p),
-            "the sign is flipped: raising score i raises weight i, so the diagonal p_i(1 - p_i) is positive: "
-            "diag(p) - p pᵀ.",
+            "the sign is flipped: raising score i raises weight i, so the diagonal p_i (1 - p_i) is "
+            "positive: diag(p) - p pᵀ.",
         ),
     ),
     properties=(
         Property(
             "autograd's Jacobian",
-            "entry (i, j) is ∂p_i/∂z_j, how weight i moves when score j does; torch.autograd differentiates "
-            "torch.softmax itself at the scores z = log p, so a right formula matches it everywhere.",
+            "entry (i, j) is ∂p_i/∂z_j, how weight i moves when score j does; autograd differentiates "
+            "the library softmax itself at the scores z = log p, so a right formula matches it "
+            "everywhere.",
             holds=_matches_autograd,
         ),
     ),
     hints=(
-        "for one row p of S weights the answer is an (S, S) matrix: entry (i, j) = p_i(δ_ij - p_j), "
-        "with δ_ij = 1 when i = j and 0 otherwise.",
-        "split it in two: p_i δ_ij is a diagonal matrix holding p (torch.diag_embed works on the last dim "
-        "with leading dims), and p_i p_j is an outer product.",
+        "for one row p of S weights the answer is an (S, S) matrix whose entry (i, j) is p_i (δ_ij - "
+        "p_j), with δ_ij = 1 when i = j and 0 otherwise.",
+        "split it in two: the p_i δ_ij part is a diagonal matrix holding p (PyTorch can build one along "
+        "the last dim, keeping leading dims), and the p_i p_j part is an outer product of the row with "
+        "itself; the Jacobian is their difference.",
         "the outer product of every row with itself: p[..., :, None] (a column) times p[..., None, :] (a "
         "row) broadcasts to (..., S, S); subtract it from the diagonal matrix of p.",
     ),
     difficulty=2,
-    minutes=15,
+    minutes=10,
 )
 
 
@@ -230,7 +234,7 @@ ENTROPY = Exercise(
     mistakes=(
         Mistake(
             lambda w: attention_entropy(w) / math.log(2),
-            "that is the entropy in bits (log base 2); use the natural log (nats): torch.log.",
+            "that is the entropy in bits (log base 2); use the natural log, for nats.",
         ),
         Mistake(
             lambda w: -attention_entropy(w),
@@ -238,11 +242,12 @@ ENTROPY = Exercise(
         ),
         Mistake(
             lambda w: torch.special.entr(w).sum(dim=-2),
-            "the sum runs over the queries (dim=-2); each row (one query) sums over its keys: dim=-1.",
+            "the sum runs over the queries (the second-to-last dim); each row (one query) sums over its "
+            "keys, the last dim.",
         ),
         Mistake(
             lambda w: torch.special.entr(w).mean(dim=-1),
-            "that is the mean of -p log p over the keys; the entropy is their sum over dim=-1.",
+            "that is the mean of -p log p over the keys; the entropy is their sum.",
         ),
         Mistake(
             lambda w: attention_entropy(w) / math.log(w.shape[-1]),
@@ -252,15 +257,20 @@ ENTROPY = Exercise(
     properties=(
         Property(
             "zero weights",
-            "a weight of exactly 0 contributes 0 (the limit of p log p as p -> 0), but 0 * log(0) is "
-            "0 * -inf = NaN in floating point: use torch.special.entr(p) or torch.where(p > 0, ..., 0.0).",
+            "a weight of exactly 0 contributes 0 (the limit of p log p as p -> 0), but 0 · log 0 is 0 · "
+            "(-inf) = NaN in floating point: take the log only where the weight is positive, and put 0 "
+            "elsewhere.",
         ),
     ),
     hints=(
-        "entropy of one row p: H = -Σ_s p_s log p_s, summed over the keys (dim=-1); shape (..., T).",
-        "-(weights * torch.log(weights)).sum(dim=-1) works while every weight is > 0.",
-        "masked keys have weight exactly 0, and 0 * log(0) = 0 * -inf = NaN in floating point: take the log "
-        "only where the weight is positive (torch.where), or look in torch.special for -p log p with 0 for p = 0.",
+        "the entropy of one row p is H = -Σ_s p_s log p_s, summed over the keys; one number per query, "
+        "shape (..., T).",
+        "multiply each weight by its natural log, sum over the keys (the last dim) and flip the sign; "
+        "that works while every weight is > 0. Masked keys have weight exactly 0, and 0 · log 0 is NaN "
+        "in floating point: those terms must count as 0.",
+        "a sketch: -(weights * torch.log(weights)).sum(dim=-1) for positive weights; for zeros, take the "
+        "log only where the weight is positive (torch.where(weights > 0, ..., 0.0)), or use "
+        "torch.special.entr, which is -p log p with 0 for p = 0.",
     ),
     difficulty=2,
 )
@@ -352,23 +362,24 @@ SATURATION_DIM = Exercise(
     mistakes=(
         Mistake(
             lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k, scaled=True), threshold),
-            "the scores are divided by sqrt(d): scaled rows keep the same spread at every d, so they never "
-            "saturate. Measure the unscaled scores q[:d]·k[:, :d].",
+            "the scores are divided by √d: scaled rows keep the same spread at every d, so they never "
+            "saturate. Measure the unscaled scores of the first d coordinates.",
         ),
         Mistake(
             lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k, over=-2), threshold),
-            "the max is taken over the queries (for each key) instead of over the keys: each query's softmax "
-            "weights (N, S) have their largest entry along the keys, dim=-1; then average over the N queries.",
+            "the max is taken over the queries (for each key) instead of over the keys: each query's "
+            "softmax weights (N, S) have their largest entry along the keys, the last dim; then average "
+            "over the N queries.",
         ),
         Mistake(
             lambda q, k, threshold: _first_reaching(_mean_max_weight(q, k), threshold, start=0),
-            "off by one: d counts coordinates, so the first prefix, q[:1], is d = 1 (a Python index i "
-            "stands for d = i + 1).",
+            "off by one: d counts coordinates, so the prefix of one coordinate is d = 1 (a Python index "
+            "i stands for d = i + 1).",
         ),
         Mistake(
             _mean_at_crossing,
             "that is the mean max weight at the crossing; return the dimension d itself, as a 0-d int64 "
-            "tensor: torch.tensor(d).",
+            "tensor.",
         ),
     ),
     properties=(
@@ -383,14 +394,16 @@ SATURATION_DIM = Exercise(
         "for each d = 1, 2, ..., Dmax: the N rows of scores from the first d coordinates, their softmax over "
         "the S keys, the largest weight of each row, and the mean of those N numbers. Stop at the first d "
         "whose mean reaches the threshold.",
-        "the scores of query n with its own keys for one d: (k[:, :, :d] @ q[:, :d, None]) has shape "
-        "(N, S, 1), or use an elementwise product and a sum over the coordinates. No 1/sqrt(d) here.",
-        "a sketch: loop d from 1 to Dmax; weights = softmax(scores, dim over the keys); mean of "
-        "weights.amax over the keys; once that mean >= threshold, hand back d as a 0-d int64 tensor; after "
-        "the loop, the same for -1.",
+        "for one d, the score of query n with each of its S keys uses only the first d coordinates of "
+        "both, with no 1/√d; a batched matrix product (keys (N, S, d) times the query as an (N, d, 1) "
+        "column) or an elementwise product summed over the coordinates gives (N, S). The softmax then "
+        "runs over the S keys.",
+        "a sketch: loop d from 1 to Dmax; scores = (k[:, :, :d] @ q[:, :d, None]).squeeze(-1); weights = "
+        "torch.softmax(scores, dim=-1); the mean of weights.amax(dim=-1); once that mean >= threshold, "
+        "hand back torch.tensor(d); after the loop, the same for -1.",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=20,
 )
 
 

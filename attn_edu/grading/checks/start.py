@@ -35,8 +35,9 @@ DOT_PRODUCT_SCORES = Exercise(
     mistakes=(
         Mistake(
             lambda query, keys: keys @ query.transpose(-2, -1),
-            "rows and columns are swapped: this is keys @ queryᵀ, shape (..., S, T); the scores are "
-            "query @ keysᵀ, one row per query.",
+            "rows and columns are swapped: yours has one row per key, shape (..., S, T); the scores have "
+            "one row per query, shape (..., T, S). Look at which operand stands on the left of the "
+            "product.",
         ),
         Mistake(
             lambda query, keys: (query @ keys.transpose(-2, -1)).softmax(dim=-1),
