@@ -11,7 +11,9 @@ For each ``course/*.ipynb`` (new notebooks are picked up automatically) the test
    reproduce, and ``make nbval`` skips its own pass over the notebooks compared here,
 3. moves one widget control and waits until the widget's Output area (its figure or text) changes,
    which proves the browser, the widget manager and the kernel-side callback all work together,
-4. saves a screenshot to ``artifacts/ui/<notebook>.png`` and records the seconds it took
+4. checks that every diagram (a markdown image from ``figures/``) loaded and has alt text, and saves each one's
+   screenshot to ``artifacts/ui/figures/NN-<name>.png``,
+5. saves a screenshot to ``artifacts/ui/<notebook>.png`` and records the seconds it took
    (``artifacts/ui/timings.json``, also printed at the end of the run): to open the notebook and run every
    cell, what a learner waits for, and for the whole test, comparing and the widget included.
 
@@ -143,6 +145,11 @@ JS_EXECUTED_CELLS = """() => window.__uiPanel.context.model.toJSON().cells.map((
     }),
 }))"""
 
+# The notebook's diagrams (markdown images from figures/): their source, alt text, and whether they loaded.
+JS_FIGURES = """() => [...window.__uiPanel.content.node.querySelectorAll('.jp-MarkdownOutput img')]
+    .filter((img) => (img.getAttribute('src') || '').includes('figures/'))
+    .map((img) => ({ src: img.getAttribute('src'), alt: img.alt, loaded: img.complete && img.naturalWidth > 0 }))"""
+
 # Find the explorer and control to move, mark them with data-ui-test attributes for the locators.
 JS_MARK_WIDGET = """([kind, explorerIndex, controlIndex, selectors]) => {
     const panel = window.__uiPanel;
@@ -270,6 +277,26 @@ def test_notebook_runs_and_its_widget_responds(
             "from the stored ones (nbval's comparison and sanitizers):\n" + "\n\n".join(differences)
         )
         ui_compared[key(notebook)] = sha256(notebook)
+
+        # Each diagram shows (its file loaded) and gets a screenshot of its own: artifacts/ui/figures/.
+        figures = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            figures = page.evaluate(JS_FIGURES)
+            if all(figure["loaded"] for figure in figures):
+                break
+            time.sleep(0.5)
+        broken = [figure["src"] for figure in figures if not figure["loaded"]]
+        assert not broken, f"{notebook.name}: diagrams that did not load in JupyterLab: {broken}"
+        assert all(figure["alt"].strip() for figure in figures), (
+            f"{notebook.name}: a diagram without alt text"
+        )
+        for figure in figures:
+            shot = artifacts_dir / "figures" / f"{notebook.stem[:2]}-{Path(figure['src']).stem}.png"
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            image = page.locator(f".jp-MarkdownOutput img[src='{figure['src']}']").first
+            image.scroll_into_view_if_needed()
+            image.screenshot(path=str(shot))
 
         # Widgets render a moment after their cell finishes: wait for the explorer to appear.
         chosen = None
