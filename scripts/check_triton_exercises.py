@@ -1,10 +1,13 @@
-"""The Triton exercises' solution kernels (12.4, 12.5, 12.7, 12.8) through check(), compiled where there is a GPU.
+"""The Triton exercises' solution kernels (the eight steps of notebook 12's ladder) through check(), compiled where
+there is a GPU.
 
     python scripts/check_triton_exercises.py            (gpu_check.sh runs it; TRITON_INTERPRET=1: the interpreter)
 
-The kernels come from solutions/12_flash_attention.ipynb, written to a module file (Triton reads a kernel's
-source), and check() launches each with the grader's launcher on the GPU when there is one
-(attn_edu/grading/harness.py). Prints one line per exercise and exits 1 unless all four pass.
+The exercises are every registered exercise of kind "triton", so a new step is covered as soon as it is
+registered. The kernels come from solutions/12_flash_attention.ipynb, written to a module file (Triton reads a
+kernel's source), and check() launches each with the grader's launcher on the GPU when there is one
+(attn_edu/grading/harness.py). Prints one line per exercise and exits 1 unless all pass (or one is missing from
+the notebook).
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "solutions" / "12_flash_attention.ipynb"
-EXERCISES = ("12.4", "12.5", "12.7", "12.8")
-LAUNCHERS = {"12.4": "softmax_rows", "12.5": "row_logsumexp", "12.7": "flash_forward", "12.8": "flash_dq"}
 
 
 def main() -> int:
+    from attn_edu.grading.registry import exercises
+
     cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    sources = [
-        "".join(c["source"])
-        for c in cells
-        if c["cell_type"] == "code" and any(f"# Exercise {e}:" in "".join(c["source"]) for e in EXERCISES)
-    ]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+    def place(exercise_id: str) -> int:  # where the notebook asks for it: the ladder's order
+        found = [n for n, source in enumerate(sources) if f"# Exercise {exercise_id}:" in source]
+        return found[0] if found else len(sources)
+
+    triton = {i: e for i, e in exercises().items() if e.kind == "triton"}
+    triton = {i: triton[i] for i in sorted(triton, key=place)}
+    sources = [s for s in sources if any(f"# Exercise {e}:" in s for e in triton)]
     code = "import math\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n" + "\n\n\n".join(
         sources
     )
@@ -40,11 +47,18 @@ def main() -> int:
         from attn_edu.grading import check
         from attn_edu.grading.run import kernel_device
 
-        print(f"device: {kernel_device()}")
-        results = {e: check(e, getattr(module, LAUNCHERS[e]), timeout=300) for e in EXERCISES}
+        print(f"device: {kernel_device()}; {len(triton)} Triton exercises: {', '.join(triton)}")
+        missing = [i for i, e in triton.items() if not hasattr(module, e.function_name)]
+        for exercise_id in missing:
+            print(f"missing: {exercise_id} ({triton[exercise_id].function_name} is not in {NOTEBOOK.name})")
+        results = {
+            i: check(i, getattr(module, e.function_name), timeout=300)
+            for i, e in triton.items()
+            if i not in missing
+        }
     for result in results.values():
         print(repr(result))
-    return 0 if all(r.passed for r in results.values()) else 1
+    return 0 if not missing and all(r.passed for r in results.values()) else 1
 
 
 if __name__ == "__main__":

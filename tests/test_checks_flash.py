@@ -12,8 +12,11 @@ import torch.nn.functional as F
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.checks import flash as flash_checks
+from attn_edu.grading.checks import triton_kernels as triton_checks
 from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.judge import judge
 from attn_edu.grading.registry import get_exercise
+from attn_edu.grading.run import run_case
 
 IDS = ("12.1", "12.2", "12.3", "12.9")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
@@ -165,3 +168,29 @@ def test_a_tile_count_wrong_only_on_the_property_cases_fails_the_property() -> N
     result = check("12.9", off_on_some)
     assert result.status is Status.FAIL and "tiles of the causal mask" in result.message, result
     assert "the causal mask has 10 tiles with a visible pair, the answer says 9" in result.message, result
+
+
+# 12.12 (Triton step 3): scores through tl.dot. A GPU rounds float32 inputs to TF32 unless told otherwise; the
+# interpreter never does, so the diagnosis is tried on products rounded as TF32 rounds them, here in torch.
+
+
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to TF32's 10-bit mantissa (to nearest), as a GPU's tl.dot treats its inputs by default."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _judged(exercise_id: str, fn):  # noqa: ANN001, ANN202
+    exercise = get_exercise(exercise_id)
+    cases = make_cases(exercise, 0)
+    return judge(exercise, cases, [run_case(fn, case, None) for case in cases])
+
+
+def test_scores_multiplied_in_tf32_are_named_as_such() -> None:
+    result = _judged("12.12", lambda q, k: _tf32(q) @ _tf32(k).T)
+    assert result.status is Status.FAIL and result.hint == triton_checks.TF32, result
+
+
+def test_scores_off_by_more_than_tf32_are_not_blamed_on_it() -> None:
+    result = _judged("12.12", lambda q, k: (q @ k.T) * 1.01)  # 1% off: ten times what TF32 rounding gives
+    assert result.status is Status.FAIL and result.hint != triton_checks.TF32, result

@@ -1,6 +1,7 @@
 """The Triton exercises (12.4 a row-softmax kernel, 12.5 a streamed log-sum-exp kernel, 12.7 the forward kernel,
 12.8 the dQ kernel), graded as a learner meets them: real ``@triton.jit`` kernels in Triton's interpreter on CPU
-tensors. The solution notebook's kernels pass all four in the grader; the slips below are written for 12.4/12.5.
+tensors. The solution notebook's kernels pass all eight steps of the ladder in the grader; the slips below are
+written for 12.4/12.5 (those of the steps between, 12.11, 12.12, 12.13 and 12.14: tests/test_triton_ladder.py).
 
 - In a notebook's process (``check()``): the right kernels pass; each slip, written as the kernel a learner
   writes (masked lanes loaded as 0, no division, no rescale of the old sum, no running maximum), fails with the
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_edu.grading.registry import get_exercise
+from attn_edu.grading.registry import exercises, get_exercise
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.triton
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.triton
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "exercises" / "12_flash_attention.ipynb"
 SOLUTION = ROOT / "solutions" / "12_flash_attention.ipynb"
+TRITON_EXERCISES = tuple(i for i, e in exercises().items() if e.kind == "triton")  # the ladder's eight steps
 
 # The kernels a learner might write, under the names the notebook gives them: check() launches them itself,
 # with the grader's launcher (attn_edu/grading/harness.py). Each slip is a flag the kernel reads (the
@@ -368,7 +370,7 @@ def test_the_grader_passes_the_solution_and_survives_hostile_kernels(tmp_path: P
     )
     graded = _grade([SOLUTION, untouched, looping, stray, crashing], tmp_path)
     solution = graded["12_flash_attention"]
-    kernels = ("12.4", "12.5", "12.7", "12.8")
+    kernels = TRITON_EXERCISES
     assert all(solution[i]["status"] == "PASS" for i in kernels), {i: solution[i] for i in kernels}
     assert all(graded["untouched"][i]["status"] == "NOT_ATTEMPTED" for i in kernels), graded["untouched"]
     assert graded["looping"]["12.4"]["status"] == "TIMEOUT", graded["looping"]["12.4"]
@@ -400,7 +402,7 @@ def test_the_bounds_watch_turns_itself_off_where_triton_lacks_what_it_uses(
         assert on is False
 
 
-@pytest.mark.slow  # four kernels in the interpreter, as gpu_check.sh's dry run runs them (about 20 s)
+@pytest.mark.slow  # eight kernels in the interpreter, as gpu_check.sh's dry run runs them (about 20 s)
 def test_gpu_checks_exercise_stage_passes_the_solution_kernels() -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("ATTN_EDU_STRICT", None)
@@ -413,4 +415,6 @@ def test_gpu_checks_exercise_stage_passes_the_solution_kernels() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert done.stdout.count("passed:") == 4 and "device: cpu" in done.stdout, done.stdout
+    assert len(TRITON_EXERCISES) == 8, TRITON_EXERCISES
+    passed = [f"Exercise {i} passed:" in done.stdout for i in TRITON_EXERCISES]
+    assert all(passed) and "device: cpu" in done.stdout, done.stdout

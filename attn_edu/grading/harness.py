@@ -1,14 +1,15 @@
 """The given code around an exercise, owned by the grader: what the learner wrote is what is graded.
 
-For exercises 12.4, 12.5, 12.7 and 12.8 the check does not call the learner's launcher: it finds the learner's
-``@triton.jit`` function by name (:data:`KERNELS`) and launches it here, with the grid and block sizes of the
-notebook's given launcher, on tensors on the input's device. A launcher rewritten in PyTorch (``return
+For the Triton exercises, the eight steps of notebook 12's ladder (12.11, 12.4, 12.12, 12.5, 12.13, 12.14, 12.7,
+12.8), the check does not call the learner's launcher: it finds the learner's ``@triton.jit`` function by name
+(:data:`KERNELS`) and launches it here, with the grid and block sizes of the notebook's given launcher, on
+tensors on the input's device. A launcher rewritten in PyTorch (``return
 torch.softmax(x, -1)``) therefore grades nothing but the kernel beside it. Exercise 12.1 likewise: the learner
 writes ``online_softmax_update`` and the notebook gives the driver ``online_softmax`` around it; the check runs
 its own copy of the driver (:func:`online_softmax`) on the learner's update, so an edited driver grades nothing. In Triton's interpreter the loads
 are watched as well (:func:`attn_edu.grading.bounds.bounds_checked`): a masked lane loaded without ``other=``
-reads NaN, as a GPU leaves it undefined, and 12.7's causal programs must skip the key blocks above their
-diagonal and load keys one block at a time (:func:`_check_skipping`).
+reads NaN, as a GPU leaves it undefined, and the attention kernels (12.13, 12.14, 12.7) must load keys one block
+at a time, their causal programs skipping the key blocks above their diagonal (:func:`_check_skipping`).
 
 No answer is here: these are the notebook's given launchers. The check modules and the grading command's
 worker both use them, so they live outside the answer key.
@@ -23,9 +24,11 @@ from typing import Any
 
 import torch
 
-BLOCK_M = 16  # query rows per program (12.7, 12.8)
-BLOCK_N = 16  # keys per step of the loop (12.7, 12.8)
+BLOCK_M = 16  # query rows per program (12.13, 12.14, 12.7, 12.8); rows of a tile of 12.12
+BLOCK_N = 16  # keys per step of the loop (12.13, 12.14, 12.7, 12.8); columns of a tile of 12.12
+BLOCK_K = 16  # head dims per step of 12.12's loop (tl.dot needs 16 or more on each side)
 LSE_BLOCK = 16  # columns per step of 12.5's loop
+TILE_T, TILE_S = 16, 32  # the (queries, keys) sides of a tile of 12.11
 
 
 class KernelAlgorithmError(RuntimeError):
@@ -38,6 +41,20 @@ def _next_power_of_2(n: int) -> int:
 
 def _block_d(D: int) -> int:
     return max(16, _next_power_of_2(D))
+
+
+def masked_scores(kernel: Any, scores: torch.Tensor, column_major: bool = False) -> torch.Tensor:
+    """12.11: one program per ``(TILE_T, TILE_S)`` tile of ``scores (T, S)``, read through its strides (stored
+    column by column when ``column_major``, as a transposed view is); the output is contiguous."""
+    T, S = scores.shape
+    if column_major:
+        scores = scores.T.contiguous().T  # the same values, strides (1, T)
+    out = torch.empty(T, S, dtype=scores.dtype, device=scores.device)
+    grid = (math.ceil(T / TILE_T), math.ceil(S / TILE_S))
+    kernel[grid](
+        scores, out, T, S, scores.stride(0), scores.stride(1), BLOCK_T=TILE_T, BLOCK_S=TILE_S
+    )  # fmt: skip
+    return out
 
 
 def softmax_rows(kernel: Any, x: torch.Tensor) -> torch.Tensor:
@@ -54,6 +71,51 @@ def row_logsumexp(kernel: Any, x: torch.Tensor) -> torch.Tensor:
     lse = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
     kernel[(x.shape[0],)](x, lse, x.shape[1], x.stride(0), BLOCK=LSE_BLOCK)
     return lse
+
+
+def tiled_scores(kernel: Any, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """12.12: one program per ``(BLOCK_M, BLOCK_N)`` tile of the scores ``q kᵀ`` for ``q (T, D)`` and
+    ``k (S, D)``, its loop over the head dims ``BLOCK_K`` at a time; returns ``(T, S)``."""
+    q, k = q.contiguous(), k.contiguous()
+    T, D = q.shape
+    S = k.shape[0]
+    out = torch.empty(T, S, dtype=q.dtype, device=q.device)
+    grid = (math.ceil(T / BLOCK_M), math.ceil(S / BLOCK_N))
+    kernel[grid](q, k, out, T, S, D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+    return out
+
+
+def _one_sequence(
+    kernel: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> torch.Tensor:
+    """12.13 and 12.14: one program per query block of ``q (T, D)`` against ``k``, ``v (S, D)``, D a power of
+    two from 16 (the kernel loads whole rows); the keys each program loads are checked."""
+    from attn_edu.grading.bounds import recorded_loads
+
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    T, D = q.shape
+    S = k.shape[0]
+    if D < 16 or D & (D - 1):
+        raise ValueError(f"q: the head dimension D must be a power of two from 16, got D={D}")
+    if causal and T > S:
+        raise ValueError(f"q: causal_attention takes T <= S (every query sees a key), got T={T}, S={S}")
+    out = torch.empty_like(q)
+    with recorded_loads() as loads:
+        kernel[(math.ceil(T / BLOCK_M),)](
+            q, k, v, out, T, S, 1 / math.sqrt(D), D=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N
+        )  # fmt: skip
+    _check_skipping(loads, T, S, D, causal)
+    return out
+
+
+def block_attention(kernel: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """12.13: softmax(q kᵀ / sqrt(D)) v, each program one query block against every key block."""
+    return _one_sequence(kernel, q, k, v, causal=False)
+
+
+def causal_attention(kernel: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """12.14: the same with the bottom-right causal mask, each program stopping at its diagonal."""
+    return _one_sequence(kernel, q, k, v, causal=True)
 
 
 def online_softmax(update: Any, x: torch.Tensor, block_size: int) -> torch.Tensor:
@@ -120,10 +182,12 @@ def _check_skipping(
     loads: list[tuple[tuple[int, ...], str, Any]], T: int, S: int, D: int, causal: bool
 ) -> None:
     """Each program loads keys one block of ``BLOCK_N`` at a time and, when causal, none from a block that lies
-    wholly above its diagonal; ``loads`` are ``(program id, tensor name, element indices)`` of the live lanes."""
-    for (block, n, _), name, elements in loads:
+    wholly above its diagonal; ``loads`` are ``(program id, tensor name, element indices)`` of the live lanes,
+    the keys ``(N, S, D)`` or ``(S, D)``, contiguous (the program's second id is the sequence, 0 for one)."""
+    for where, name, elements in loads:
         if name != "k_ptr" or len(elements) == 0:
             continue
+        block, n = (tuple(int(i) for i in where) + (0, 0))[:2]
         rows = sorted({int(e) % (S * D) // D for e in elements})
         if len(rows) > BLOCK_N:
             raise KernelAlgorithmError(
@@ -136,15 +200,20 @@ def _check_skipping(
             if rows[-1] >= limit:
                 raise KernelAlgorithmError(
                     f"causal block skipping: program ({block}, {n}) loads keys {rows[0]}..{rows[-1]}, but its "
-                    f"queries see no key past {stop - 1}: stop the key loop at min(S, S - T + q_start + BLOCK_M)"
+                    f"queries see no key past {stop - 1}: its key loop should end after the block that holds "
+                    "the last key its last query sees"
                 )
 
 
 # exercise id -> (the learner's kernel or function, by name; the given code here that runs it)
 KERNELS: dict[str, tuple[str, Callable[..., torch.Tensor]]] = {
     "12.1": ("online_softmax_update", online_softmax),
+    "12.11": ("masked_scores_kernel", masked_scores),
     "12.4": ("softmax_kernel", softmax_rows),
+    "12.12": ("tiled_scores_kernel", tiled_scores),
     "12.5": ("logsumexp_kernel", row_logsumexp),
+    "12.13": ("block_attention_kernel", block_attention),
+    "12.14": ("causal_attention_kernel", causal_attention),
     "12.7": ("flash_forward_kernel", flash_forward),
     "12.8": ("flash_dq_kernel", flash_dq),
 }
