@@ -5,7 +5,7 @@
 #   2. correctness: the kernel tests, compiled for the GPU (pytest tests/test_triton_flash.py -m triton):
 #      outputs and gradients against float64 references, float16/bfloat16/float32, causal and not,
 #      odd lengths, T != S, grouped heads, one-token decoding, the teaching kernels and the fast path
-#   3. exercises: the Triton exercises' solution kernels (12.4, 12.5, 12.7, 12.8) through check(), compiled
+#   3. exercises: the eight Triton exercises' solution kernels (12.11, 12.4, 12.12, 12.5, 12.13, 12.14, 12.7, 12.8) through check(), compiled
 #      for the GPU and launched by the grader's launchers (scripts/check_triton_exercises.py)
 #   4. notebook: solutions/12_flash_attention.ipynb run top to bottom as a learner runs it (jupyter nbconvert
 #      --execute, into OUTDIR) with ATTN_EDU_STRICT=1, so every check() in it must pass; its launchers and

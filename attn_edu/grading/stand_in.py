@@ -1,6 +1,6 @@
 """A stand-in for ``triton`` in exercise notebooks where Triton cannot be installed (macOS, Windows).
 
-Exercises 12.4 and 12.5 write ``@triton.jit`` kernels. Without Triton their cells still run, so the notebook
+The eight steps of notebook 12's Triton ladder write ``@triton.jit`` kernels. Without Triton their cells still run, so the notebook
 runs to the end, and checking them reports the install hint instead of a ``NameError``. It lives with the
 grading code, so the watch for calls into the package does not count it as the learner's shortcut.
 """

@@ -137,7 +137,7 @@ CHILD_ENV = {
     "OMP_NUM_THREADS": "1",  # one core per notebook; --jobs grades several side by side
     "MKL_NUM_THREADS": "1",
     "MPLBACKEND": "Agg",
-    # Triton kernels (exercises 12.4, 12.5, 12.7, 12.8) run in Triton's interpreter on the grader's CPU tensors,
+    # Triton kernels (the eight steps of notebook 12's ladder) run in Triton's interpreter on the grader's CPU tensors,
     # GPU or not, so that the memory limit holds for them too; set before the notebook imports triton, which
     # reads it once.
     "TRITON_INTERPRET": "1",
