@@ -153,7 +153,6 @@ def test_the_build_command_writes_every_diagram(tmp_path: Path) -> None:
 # Each diagram sits in its notebook's text, once
 
 IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>[^)\s]+)\)")  # ![alt text](figures/name.svg)
-PENDING_PLACEMENT = {"flash_tile_loop", "backward_recompute"}  # notebook 12's, placed with its next revision
 
 
 def placements(course: Path) -> dict[str, list[tuple[str, int, str]]]:
@@ -194,11 +193,7 @@ def shown() -> dict[str, list[tuple[str, int, str]]]:
     return placements(REPO / "course")
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="notebook 12 is being revised"))
-     if name in PENDING_PLACEMENT else name for name in DIAGRAMS],
-)  # fmt: skip
+@pytest.mark.parametrize("name", list(DIAGRAMS))
 def test_each_diagram_is_shown_once_in_its_notebook(name: str, shown: dict) -> None:
     problems = placement_problems(name, shown.get(name, []))
     assert not problems, "\n".join(problems)
