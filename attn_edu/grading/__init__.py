@@ -40,6 +40,8 @@ The package, from the notebook's side to the instructor's:
 ``run.py``                running learner code: time limit, one thread, the watch for calls into the package
 ``judge.py``              outcomes to a result: shape, dtype, NaN, values, named mistakes, properties
 ``given.py``              what an exercise hands the learner (``toy_sublayers``): no answers, importable when graded
+``bounds.py``             Triton's interpreter watched: stray loads and stores, loads and stores recorded
+``traffic.py``            ``show_traffic``: a learner's attention kernel drawn as it ran, wrong accesses in red
 ``protocol.py``           the messages between the command and its worker, both halves
 ``worker.py``             the child process that runs one learner notebook, without the answer key
 ``sandbox.py``            bubblewrap's sandbox for it: no network, no other files, the answer key's folders empty

@@ -79,7 +79,9 @@ def _record(
     for start, end, name in ranges:
         inside = live & (addresses >= start) & (addresses + size <= end)
         if inside.any():
-            into[-1].append((tuple(where), name, (addresses[inside] - start) // size))
+            record = (tuple(where), name, (addresses[inside] - start) // size)
+            for recorder in into:  # every recording open now, nested ones too
+                recorder.append(record)
 
 
 def _storages(value: Any, found: list[tuple[int, int, str]], name: str) -> None:

@@ -29,6 +29,7 @@ BLOCK_N = 16  # keys per step of the loop (12.13, 12.14, 12.7, 12.8); columns of
 BLOCK_K = 16  # head dims per step of 12.12's loop (tl.dot needs 16 or more on each side)
 LSE_BLOCK = 16  # columns per step of 12.5's loop
 TILE_T, TILE_S = 16, 32  # the (queries, keys) sides of a tile of 12.11
+DRAWN_KERNELS = ("12.13", "12.14", "12.7")  # attention kernels whose traffic show_traffic draws (traffic.py)
 
 
 class KernelAlgorithmError(RuntimeError):

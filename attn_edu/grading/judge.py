@@ -16,6 +16,7 @@ from dataclasses import replace
 import torch
 
 from attn_edu.grading.exercise import LETTERS, Case, Exercise, Property, Question
+from attn_edu.grading.harness import DRAWN_KERNELS
 from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.result import CheckResult, Status
 
@@ -248,6 +249,11 @@ def _judge(
                 hint = "the exercise asks for a way of computing, not only a result: reread what it asks for."
             elif outcome.detail.startswith("LookupError: no "):
                 hint = "keep the name the exercise gives your kernel or function."
+            if name in ("OutOfBounds", "KernelAlgorithmError") and exercise.exercise_id in DRAWN_KERNELS:
+                hint += (
+                    f" show_traffic('{exercise.exercise_id}', your launcher) draws each program's loads and "
+                    "stores, the wrong ones in red."
+                )
             return result_for(exercise, Status.ERROR, message, hint)
         if outcome.kind == "shortcut":
             message = f"calls {outcome.detail} from the attn_edu package for {where}"
