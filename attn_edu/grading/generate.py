@@ -149,7 +149,8 @@ def strip_solutions(nb: nbformat.NotebookNode, path: str) -> tuple[nbformat.Note
         "kernelspec": nb.metadata.get(
             "kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"}
         ),
-        "language_info": {"name": "python"},
+        # As the solution's run recorded it: the kernel reports the same on open, so the notebook opens unmodified.
+        "language_info": nb.metadata.get("language_info", {"name": "python"}),
         # Read by `python -m attn_edu.grade` to know which exercises a submission holds.
         "attn_edu": {"notebook": number, "exercises": ids},
     }

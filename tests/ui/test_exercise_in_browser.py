@@ -1,6 +1,7 @@
 """An exercise notebook as a learner works it, in JupyterLab in a real (headless) browser.
 
-In ``exercises/03_scaling_variance.ipynb`` the test runs every cell (each check says "not attempted"),
+In ``exercises/03_scaling_variance.ipynb``, which must open unmodified (no "save changes?" when a learner
+closes it untouched), the test runs every cell (each check says "not attempted"),
 then types into the stub of exercise 03.3, with the keyboard, in the cell's editor:
 
 1. a wrong answer (the entropy that turns a zero weight into NaN), runs it and its check: the check's
@@ -40,6 +41,10 @@ def attention_entropy(weights):
 '''
 WRONG = STUB_HEAD + "    return -(weights * weights.log()).sum(dim=-1)\n"  # 0 · log 0 = NaN
 RIGHT = STUB_HEAD + "    return torch.special.entr(weights).sum(dim=-1)\n"
+
+# Whether the notebook is marked modified, and if so its metadata as JupyterLab holds it (what changed on open).
+JS_CHANGED_ON_OPEN = """() => window.__uiPanel.context.model.dirty
+    ? JSON.stringify(window.__uiPanel.context.model.toJSON().metadata) : ''"""
 
 JS_CELL_INDEX = """(prefix) => window.__uiPanel.content.widgets.findIndex(
     (cell) => cell.model.sharedModel.getSource().startsWith(prefix))"""
@@ -88,6 +93,9 @@ def test_a_learner_answers_an_exercise_and_a_question(lab_page, reload_lab, arti
         )
         page.wait_for_function(JS_NOTEBOOK_OPEN, arg=NOTEBOOK, polling=POLL_MS, timeout=OPEN_TIMEOUT_MS)
         page.evaluate(JS_KERNEL_READY)
+        page.wait_for_timeout(1500)  # the kernel's info reply lands in the notebook's metadata
+        changed = page.evaluate(JS_CHANGED_ON_OPEN)
+        assert not changed, f"{NOTEBOOK} opens already modified, before anything is typed: {changed}"
         page.evaluate(JS_START_RUN_ALL)
         page.wait_for_function(
             "() => window.__uiRunAll !== undefined", polling=POLL_MS, timeout=RUN_ALL_TIMEOUT_MS
