@@ -15,7 +15,7 @@ from attn_edu.grading.registry import get_exercise
 from attn_edu.models import GPT, GPTConfig
 from attn_edu.objectives import span_corruption, span_uncorrupt
 
-IDS = ("09.1", "09.2", "09.3", "09.4", "09.6")
+IDS = ("09.1", "09.2", "09.3", "09.4", "09.6", "09.7")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -214,3 +214,78 @@ def test_loss_by_position_cases_score_every_position_and_skip_some_targets() -> 
             scored = targets != case.kwargs.get("ignore_index", -100)
             assert scored.any(0).all() and not scored.all(0).all()  # no empty position, some skipped
             assert logits.shape[0] != logits.shape[1]  # B != T: one loss per sequence has the wrong shape
+
+
+# 09.7: a tiny training run, judged on a held-out batch the learner's function never sees.
+
+
+def _train_by_hand(input_ids, labels, vocab_size, lr, seed, *, clear=True, shift=True, sgd=False):
+    """The loop written another way than the reference: per-token losses summed and divided by hand."""
+    from attn_edu.grading.given import tiny_language_model
+
+    model = tiny_language_model(vocab_size, seed)
+    optimizer = (torch.optim.SGD if sgd else torch.optim.AdamW)(model.parameters(), lr=lr)
+    with torch.enable_grad():
+        for ids, targets in zip(input_ids, labels):
+            logits = model(ids)  # (B, T, V)
+            logits, targets = (logits[:, :-1], targets[:, 1:]) if shift else (logits, targets)
+            per_token = F.cross_entropy(
+                logits.transpose(1, 2), targets, reduction="none"
+            )  # (B, T), 0 if ignored
+            loss = per_token.sum() / (targets != -100).sum()
+            if clear:
+                optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+
+
+def test_a_training_loop_written_another_way_passes_09_7() -> None:
+    result = check("09.7", _train_by_hand)
+    assert result.status is Status.PASS and "held-out loss" in result.message, result
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [({"clear": False}, "pile up"), ({"shift": False}, "the targets are not shifted")],
+)
+def test_09_7_slips_written_another_way_are_named(kwargs, named) -> None:
+    # Written another way than the Mistake's version: no gradients cleared is chaotic, so the weights do not
+    # match that version's; the diagnosis names the slip from what the weights do on a held-out batch.
+    result = check("09.7", lambda *a: _train_by_hand(*a, **kwargs))
+    assert result.status is Status.FAIL and named in result.hint, result
+
+
+def test_the_held_out_property_judges_by_the_loss_on_batches_the_function_never_sees() -> None:
+    from attn_edu.grading.checks.training import HELD_OUT_BOUND, _held_out_losses
+
+    exercise = get_exercise("09.7")
+    prop = exercise.properties[0]
+    cases = [c for c in make_cases(exercise, 0) if c.group == prop.name]
+    for case in cases:
+        trained = exercise.reference(*case.args)
+        loss = _held_out_losses(case, trained)
+        assert loss["after"] < HELD_OUT_BOUND < loss["before"] - 2  # from about log V to far below it
+        assert prop.holds(case, trained) is None
+        # Planted: the untrained model's weights, and a model trained without the shift: both fail it.
+        from attn_edu.grading.given import tiny_language_model
+
+        untrained = torch.nn.utils.parameters_to_vector(
+            tiny_language_model(*case.args[2:3], case.args[4]).parameters()
+        )
+        assert "not under" in prop.holds(case, untrained.detach())
+        unshifted = _train_by_hand(*case.args, shift=False)
+        assert "scores the token each position reads" in prop.holds(case, unshifted)
+    # The held-out batch is drawn by the check: none of its rows is one of the training batches' rows.
+    case = cases[0]
+    from attn_edu.grading.checks.training import _copy_batches
+
+    held, _ = _copy_batches(torch.Generator().manual_seed(case.args[4] + 1), 1, 256)
+    train_rows = {tuple(r) for r in case.args[0].flatten(0, 1).tolist()}
+    assert sum(tuple(r) in train_rows for r in held[0].tolist()) < 20  # chance repeats of 16^4 prompts: ~5
+
+
+def test_a_planted_wrong_training_fails_09_7() -> None:
+    # Planted: plain SGD at the given rate, a recipe that runs but barely learns in 40 steps.
+    result = check("09.7", lambda *a: _train_by_hand(*a, sgd=True))
+    assert result.status is Status.FAIL, result

@@ -50,7 +50,10 @@ def _swiglu_by_linear(x, w_gate, w_up, w_down):
     return F.linear(gate * torch.sigmoid(gate) * F.linear(x, w_up), w_down)
 
 
-def _crossover_by_search(d_model, d_ff):
+def _crossover_by_search(d_model, num_heads):
+    """Counted by hand on the given block (FFN 3 · d_model wide), searched from T = 1: no FlopCounterMode."""
+    d_ff = 3 * d_model
+
     def product(m, k, n):  # FLOPs of an (m, k) @ (k, n) product: m·n dot products of k multiply-adds
         return 2 * m * k * n
 
@@ -143,17 +146,17 @@ def test_the_gpt2_block_cases_are_not_causal_by_accident() -> None:
 def _off_on_the_measured_cases(shift: int):
     """Right on the value cases, ``shift`` away from the answer on the cases FlopCounterMode measures."""
     measured = {c.args for c in make_cases(EXERCISES["08.6"], 0) if c.group != "values"}
-    return lambda C, F: _crossover_by_search(C, F) + (shift if (C, F) in measured else 0)
+    return lambda C, H: _crossover_by_search(C, H) + (shift if (C, H) in measured else 0)
 
 
 def test_flop_counter_catches_a_crossover_one_too_late_or_too_early() -> None:
     late = check("08.6", _off_on_the_measured_cases(1))
     assert late.status is Status.FAIL and "counted by FlopCounterMode" in late.message, late
-    assert "more already, so T = 24 is not the smallest" in late.message  # (6, 10): the tie is at T = 22
+    assert "more already, so T = 32 is not the smallest" in late.message  # (6, 2): the tie is at T = 30
     early = check("08.6", _off_on_the_measured_cases(-1))
     assert (
         early.status is Status.FAIL
-        and "11,616 FLOPs in q kᵀ and P v, 11,616 in the projections" in early.message
+        and "21,600 FLOPs in q kᵀ and P v, 21,600 in the projections" in early.message
     )
 
 
@@ -166,3 +169,14 @@ def test_the_measured_block_ties_exactly_one_token_before_the_crossover() -> Non
             core == rest
             and counted_block_flops(d_model, d_ff, T + 1)[0] > counted_block_flops(d_model, d_ff, T + 1)[1]
         )
+
+
+def test_the_crossover_is_measured_on_the_given_block_not_the_formula_of_another() -> None:
+    # The answer is read off toy_sublayers' block (FFN 3 · d_model wide); a count that assumes GPT-2's 4 · d_model
+    # FFN, the old formula's habit, is off by d_model and fails the values and the counted block alike.
+    result = check("08.6", lambda C, H: _crossover_by_search(C, H) + C)
+    assert result.status is Status.FAIL, result
+    for d_model, heads in [(6, 2), (9, 3)]:
+        T = int(_crossover_by_search(d_model, heads))
+        core, rest = counted_block_flops(d_model, 3 * d_model, T - 1)
+        assert core == rest  # the counted block ties one token before: a strict > is what the answer needs

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_edu.generation import residual_distribution
+from attn_edu.generation import generate, residual_distribution
 from attn_edu.grading import Status, check
 from attn_edu.grading.checks import decoding
 from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.given import tiny_lm
 from attn_edu.grading.registry import get_exercise
 from attn_edu.kv_quant import dequantize, quantize
 
@@ -77,7 +78,7 @@ def test_the_reference_is_the_packages_rule_row_by_row() -> None:
 
 def _quantize_another_way(x, bits, dim):
     """Codes from (x - min) · levels / (max - min), a where for constant slices, a truncating cast after + 0.5."""
-    levels = 2**bits - 1
+    x, levels = x.to(torch.float32), 2**bits - 1
     low, high = x.amin(dim, keepdim=True), x.amax(dim, keepdim=True)
     width = torch.where(high > low, high - low, torch.ones_like(high))
     codes = ((x - low) * levels / width + 0.5).to(torch.uint8)
@@ -93,6 +94,7 @@ def test_every_value_lies_away_from_a_rounding_tie() -> None:
     for seed in SEEDS:
         for case in make_cases(exercise, seed):
             x, bits, dim = case.args
+            x = x.double()  # a bfloat16 block too, read exactly
             low, high = x.amin(dim, keepdim=True), x.amax(dim, keepdim=True)
             steps = (x - low) / ((high - low) / (2**bits - 1)).clamp_min(1e-8)
             distance = ((steps - steps.floor()) - 0.5).abs()
@@ -105,6 +107,7 @@ def test_the_reference_agrees_with_the_packages_round_trip() -> None:
         for case in make_cases(exercise, seed):
             x, bits, dim = case.args
             codes, values = exercise.reference(x, bits, dim)
+            x = x.float()  # a bfloat16 block is quantised in float32
             stored = quantize(x, bits, dim)  # codes (packed at 4 bits), scale and minimum in float16
             unpacked = dequantize(stored[0], torch.ones(()), torch.zeros(()), bits, x.shape[-1])
             assert torch.equal(codes, unpacked) and int(codes.max()) <= 2**bits - 1
@@ -124,6 +127,34 @@ def test_keys_per_channel_keep_the_outlier_channel_from_coarsening_the_others() 
     per_token = (reference(x, bits, -1)[1] - x).abs()
     others = [c for c in range(x.shape[-1]) if c != 2]
     assert float(per_token[..., others].mean()) > 5 * float(per_channel[..., others].mean())
+
+
+def _quantize_in(dtype: torch.dtype, *, out: torch.dtype | None = None):
+    """The solution's arithmetic in ``dtype`` (a bfloat16 block left in bfloat16, or read in float32), its result
+    returned in ``out`` (default: ``dtype``)."""
+
+    def quantize_kv(x, bits, dim):
+        x, levels = x.to(dtype), 2**bits - 1
+        low = x.amin(dim=dim, keepdim=True)
+        scale = ((x.amax(dim=dim, keepdim=True) - low) / levels).clamp_min(1e-8)
+        codes = ((x - low) / scale).round().clamp(0, levels).to(torch.uint8).to(dtype)
+        return torch.stack([codes, codes * scale + low]).to(out or dtype)
+
+    return quantize_kv
+
+
+def test_the_bfloat16_block_is_read_in_float32() -> None:
+    cases = make_cases(get_exercise("10.9"), 0)
+    assert any(c.args[0].dtype == torch.bfloat16 for c in cases)
+    assert check("10.9", _quantize_in(torch.float32)).status is Status.PASS
+    for planted, words in (
+        (_quantize_in(torch.bfloat16), "quantised in bfloat16"),  # and returned in bfloat16
+        (_quantize_in(torch.bfloat16, out=torch.float32), "quantised in bfloat16"),  # upcast too late
+        (_quantize_in(torch.float32, out=torch.bfloat16), "returned in the block's bfloat16"),
+    ):
+        result = check("10.9", lambda x, bits, dim, f=planted: f(x, bits, dim) if x.dtype == torch.bfloat16 else
+                       _quantize_in(torch.float32)(x, bits, dim))  # fmt: skip
+        assert result.status is Status.FAIL and words in result.hint, result
 
 
 # 10.10: the block table of a paged KV cache
@@ -174,3 +205,87 @@ def test_the_cases_pad_their_tables_and_cover_the_edges() -> None:
     assert any(length == 0 for _, _, length in edges)
     assert any(length and length % b.shape[2] == 0 for b, _, length in edges)
     assert any(b.shape[2] == 1 for b, _, _ in edges)
+
+
+# 10.11: a generation loop with a KV cache
+
+
+def _generate(seed, prompt, max_new_tokens, *, refeed=False, position=lambda P, step: P + step):
+    """Greedy decoding written as a learner would, the prefill then one token per call; ``refeed`` runs the whole
+    sequence without a cache every step (the slow way), ``position`` says where the step-th new token sits."""
+    model, ids = tiny_lm(seed), prompt
+    cache = None if refeed else model.new_cache()
+    logits = model(prompt, cache, 0)  # (B, P, V)
+    for step in range(max_new_tokens):
+        token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        ids = torch.cat([ids, token], dim=1)
+        if refeed:
+            logits = model(ids, None, 0)  # (B, T, V)
+        elif step < max_new_tokens - 1:  # the last token need not be fed
+            logits = model(token, cache, position(prompt.shape[1], step))  # (B, 1, V)
+    return ids
+
+
+def test_a_cached_loop_passes_and_gives_the_librarys_tokens() -> None:
+    assert check("10.11", _generate).status is Status.PASS
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    for use_cache in (True, False):
+        assert torch.equal(
+            _generate(3, prompt, 9), generate(tiny_lm(3).model, prompt, 9, use_cache=use_cache)
+        )
+
+
+def test_refeeding_the_whole_sequence_gets_the_right_tokens_and_fails() -> None:
+    result = check("10.11", lambda *a: _generate(*a, refeed=True))
+    assert result.status is Status.FAIL and result.points == 0, result
+    assert result.message.startswith("right on every case, but it feeds the model"), result
+
+
+@pytest.mark.parametrize(
+    ("position", "words"),
+    [(lambda P, step: P + step + 1, "wrong positions"), (lambda P, step: step, "wrong positions")],
+)
+def test_positions_off_after_the_prefill_get_their_message(position, words: str) -> None:
+    result = check("10.11", lambda *a: _generate(*a, position=position))
+    assert result.status is Status.FAIL and words in result.hint, result
+
+
+def test_a_loop_that_never_feeds_back_the_new_token_gets_its_message() -> None:
+    def stale(seed, prompt, max_new_tokens):
+        model, ids = tiny_lm(seed), prompt
+        cache = model.new_cache()
+        logits = model(prompt, cache, 0)
+        for step in range(max_new_tokens):
+            ids = torch.cat([ids, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+            logits = model(prompt[:, -1:], cache, prompt.shape[1] + step)  # the prompt's last token, again
+        return ids
+
+    result = check("10.11", stale)
+    assert result.status is Status.FAIL and "never fed back" in result.hint, result
+
+
+def test_a_planted_wrong_answer_fails() -> None:
+    def sampled(seed, prompt, max_new_tokens):  # the second most likely token: not greedy
+        ids = _generate(seed, prompt, max_new_tokens)
+        return ids.clone().index_fill_(1, torch.tensor([ids.shape[1] - 1]), 0)
+
+    assert check("10.11", sampled).status is Status.FAIL
+
+
+def test_every_greedy_choice_of_the_cases_is_clear_cut() -> None:
+    for seed in SEEDS[:4]:
+        for case in make_cases(get_exercise("10.11"), seed):
+            seed_, prompt, n = case.args
+            ids, model = prompt, tiny_lm(seed_).model
+            for _ in range(n):
+                top2 = model(ids)[:, -1].topk(2, dim=-1).values
+                assert float((top2[:, 0] - top2[:, 1]).min()) >= 1e-3
+                ids = torch.cat([ids, model(ids)[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+
+
+def test_the_given_model_records_what_it_is_fed() -> None:
+    from attn_edu.grading.given import DECODER_CALLS
+
+    DECODER_CALLS.clear()
+    _generate(0, torch.tensor([[1, 2, 3, 4]]), 3)
+    assert DECODER_CALLS == [(0, 4), (4, 1), (5, 1)]

@@ -108,17 +108,27 @@ def test_an_int_window_mask_gets_a_dtype_message() -> None:
     assert result.status is Status.FAIL and "bool" in result.message
 
 
-# 11.5, a measurement: an independent count (a breadth-first walk over who reads whom), and a property that
-# catches an answer the value cases let through.
+# 11.5, a measurement: an independent count (a breadth-first walk over who reads whom, layer by layer), and a
+# property that catches an answer the value cases let through.
 
 
-def _layers_by_walking(seq_len, window):
+def _windows(*w: int) -> torch.Tensor:
+    return torch.tensor(w, dtype=torch.int64)
+
+
+def _layers_by_walking(seq_len, windows):
     reached, layers = {seq_len - 1}, 0  # the inputs the last token's output depends on after `layers` layers
+    seen_at_round = None
     while 0 not in reached:
-        grown = {s for t in reached for s in range(max(0, t - window + 1), t + 1)}
-        if grown == reached:
-            return torch.tensor(-1)  # nothing new: token 0 is never reached
-        reached, layers = grown, layers + 1
+        if layers % len(windows) == 0:
+            if reached == seen_at_round:
+                return torch.tensor(
+                    -1
+                )  # a whole round of the pattern added nothing: token 0 is never reached
+            seen_at_round = set(reached)
+        window = int(windows[layers % len(windows)])
+        reached = {s for t in reached for s in range(max(0, t - window + 1), t + 1)}
+        layers += 1
     return torch.tensor(layers)
 
 
@@ -128,22 +138,57 @@ def test_layers_to_reach_counted_by_walking_passes() -> None:
 
 
 def test_layers_to_reach_off_by_one_on_the_property_cases_fails_the_property() -> None:
-    def off_on_some(seq_len, window):  # right on every value case, one layer too many on (13, 5), (14, 5)
-        return _layers_by_walking(seq_len, window) + (1 if seq_len in (13, 14) else 0)
+    def off_on_some(seq_len, windows):  # right on every value case, one layer too many on (14, [5]) and more
+        return _layers_by_walking(seq_len, windows) + (1 if seq_len == 14 else 0)
 
     result = check("11.5", off_on_some)
     assert result.status is Status.FAIL and "reachability" in result.message, result
-    assert "3 layers of the mask already reach token 0, 12 positions back" in result.message, result
+    assert "4 layers of the masks already reach token 0, 13 positions back" in result.message, result
+
+
+def test_the_windows_of_a_pattern_are_taken_in_turn() -> None:
+    # three local layers of window 3 (2 positions each), then a full causal one: 4 layers, not ceil(29 / 2) = 15
+    assert int(EXERCISES["11.5"].reference(30, _windows(3, 3, 3, 100))) == 4
+    assert int(_layers_by_walking(30, _windows(3, 3, 3, 100))) == 4
+    for seed in range(6):
+        for case in make_cases(EXERCISES["11.5"], seed):
+            assert torch.equal(EXERCISES["11.5"].reference(*case.args), _layers_by_walking(*case.args)), case
+
+
+@pytest.mark.parametrize(
+    ("slip", "words"),
+    [
+        ("first window only", "every layer got the first window"),
+        ("one short", "one layer short"),
+        ("window as the step", "not window"),
+    ],
+)
+def test_a_walk_with_a_slip_gets_its_message(slip: str, words: str) -> None:
+    def walk(seq_len, windows):
+        if slip == "first window only":
+            return _layers_by_walking(seq_len, windows[:1])
+        if slip == "one short":
+            return (_layers_by_walking(seq_len, windows) - 1).clamp(min=-1)
+        return _layers_by_walking(seq_len, windows + 1)  # a layer reaches window positions back
+
+    result = check("11.5", walk)
+    assert result.status is Status.FAIL and words in result.hint, result
 
 
 def test_layers_to_reach_property_reports_both_facts() -> None:
     holds = EXERCISES["11.5"].properties[0].holds
-    case = Case((13, 5))
+    case = Case((13, _windows(5)))
     assert holds(case, torch.tensor(3)) is None  # 3 · 4 = 12 positions back: exactly token 0
     assert "reads 8 back, token 0 is 12" in holds(case, torch.tensor(2))
     assert "already reach" in holds(case, torch.tensor(4))
-    assert holds(Case((9, 1)), torch.tensor(-1)) is None and holds(Case((1, 3)), torch.tensor(0)) is None
-    assert "never" in holds(Case((9, 2)), torch.tensor(-1)) and "0 or more" in holds(
-        Case((9, 2)), torch.tensor(-3)
+    assert holds(Case((25, _windows(2, 5))), torch.tensor(10)) is None  # 5 rounds of 1 + 4 positions
+    assert "reads 20 back" in holds(Case((25, _windows(2, 5))), torch.tensor(8))  # 4 rounds
+    assert (
+        holds(Case((9, _windows(1, 1))), torch.tensor(-1)) is None
+        and holds(Case((1, _windows(3))), 0) is None
     )
-    assert holds(Case((9, 3)), torch.tensor(10**9)) is not None  # a huge answer is refused, quickly
+    never, negative = (
+        holds(Case((9, _windows(2))), torch.tensor(-1)),
+        holds(Case((9, _windows(2))), torch.tensor(-3)),
+    )
+    assert "never" in never and "0 or more" in negative

@@ -8,6 +8,7 @@ from helpers import answer_key
 
 from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
+from attn_edu.grading.given import tiny_lm
 from attn_edu.grading.registry import get_exercise
 from attn_edu.kv_cache import kv_cache_bytes
 
@@ -114,23 +115,35 @@ def test_decoding_step_equals_the_last_row_of_the_full_causal_forward() -> None:
     torch.testing.assert_close(step, full[:, -1:], atol=1e-5, rtol=1e-4)
 
 
-# 10.6: the bytes of a cache against the bytes of the weights.
+# 10.6: the bytes of a cache against the bytes of the weights, measured on the given model.
 
 
-def _overtake_by_bisection(num_layers, num_kv_heads, head_dim, num_params, batch_size, bytes_per_number):
-    def cache_bytes(S):  # K and V of every layer, one (B, H_kv, S, D) tensor each
-        return num_layers * 2 * batch_size * num_kv_heads * S * head_dim * bytes_per_number
+def _cache_bytes(cache) -> int:
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.k, layer.v))
 
-    low, high = 0, 1  # cache_bytes(low) < weights <= cache_bytes(high)
-    while cache_bytes(high) < num_params * bytes_per_number:
+
+def _overtake_by_bisection(num_layers, num_heads, head_dim, batch_size, dtype, *, count=None, batch=None):
+    """Bisect over prompt lengths, prefilling a fresh cache each time; the weights counted by distinct storage.
+    ``count`` and ``batch`` plant a learner's slip (how the weights are counted, how many sequences are fed)."""
+    model = tiny_lm(0, num_layers=num_layers, num_heads=num_heads, head_dim=head_dim, dtype=dtype)
+    storages = {p.data_ptr(): p.numel() * p.element_size() for p in model.parameters()}
+    weights = sum(storages.values()) if count is None else count(model)
+
+    def cached(S: int) -> int:
+        cache = model.new_cache()
+        model(torch.zeros(batch_size if batch is None else batch, S, dtype=torch.long), cache, 0)
+        return _cache_bytes(cache)
+
+    low, high = 0, 1  # cached(low) < weights <= cached(high)
+    while cached(high) < weights:
         low, high = high, 2 * high
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if cache_bytes(middle) >= num_params * bytes_per_number else (middle, high)
+        low, high = (low, middle) if cached(middle) >= weights else (middle, high)
     return torch.tensor(high)
 
 
-def test_a_bisection_over_the_cache_length_passes() -> None:
+def test_a_bisection_over_prompt_lengths_passes() -> None:
     result = check("10.6", _overtake_by_bisection)
     assert result.status is Status.PASS, result
 
@@ -140,39 +153,54 @@ def _off_on_the_measured_cases(shift: int):
     return lambda *args: _overtake_by_bisection(*args) + (shift if args in measured else 0)
 
 
-def test_a_real_kv_cache_catches_an_answer_one_token_off() -> None:
+def test_the_models_own_cache_catches_an_answer_one_token_off() -> None:
     late, early = check("10.6", _off_on_the_measured_cases(1)), check("10.6", _off_on_the_measured_cases(-1))
-    for result, verdict in ((late, "already as many, so S ="), (early, "bytes (torch.")):
-        assert result.status is Status.FAIL and result.message.startswith("measured on a real KVCache"), (
+    for result, verdict in ((late, "already as many, so S ="), (early, "): fewer")):
+        assert result.status is Status.FAIL and result.message.startswith("measured on the model's cache"), (
             result
         )
-        assert "a real KVCache holds" in result.message and verdict in result.message
+        assert "the model's cache holds" in result.message and verdict in result.message, result
 
 
-def test_the_measured_cases_are_the_sizes_of_real_tiny_gpts() -> None:
-    from attn_edu.models import GPT, GPTConfig
+_SLIPS = {  # a learner's measurement with one slip, and the words its message must contain
+    "tied twice": (
+        dict(count=lambda m: sum(t.numel() * t.element_size() for t in m.state_dict().values())),
+        "counted twice",
+    ),
+    "numbers": (dict(count=lambda m: sum(p.numel() for p in m.parameters())), "counted in numbers"),
+    "4 bytes": (
+        dict(count=lambda m: sum(p.numel() * 4 for p in m.parameters())),
+        "4 bytes a number whatever",
+    ),
+    "one sequence": (dict(batch=1), "filled for one sequence"),
+}
 
+
+@pytest.mark.parametrize("slip", sorted(_SLIPS))
+def test_a_measurement_with_a_slip_gets_its_message(slip: str) -> None:
+    planted, words = _SLIPS[slip]
+    result = check("10.6", lambda *args: _overtake_by_bisection(*args, **planted))
+    assert result.status is Status.FAIL and words in result.hint, result
+
+
+def test_the_cases_include_bfloat16_models_whose_answer_is_that_of_float32() -> None:
     exercise = get_exercise("10.6")
-    for case in (c for c in make_cases(exercise, 0) if c.group != "values"):
-        num_layers, num_kv_heads, head_dim, num_params, _, nbytes = case.args
-        C = num_kv_heads * head_dim
-        model = GPT(GPTConfig(40, 16, C, num_layers, num_kv_heads, 4 * C)).to(
-            {2: torch.bfloat16, 4: torch.float32}[nbytes]
-        )
-        assert sum(p.numel() * p.element_size() for p in model.parameters()) == num_params * nbytes
-        assert model.config.num_layers == num_layers and model.config.num_heads == num_kv_heads
+    cases = [c for seed in (0, 1) for c in make_cases(exercise, seed)]
+    assert any(c.args[-1] == "bfloat16" for c in cases) and any(c.args[-1] == "float32" for c in cases)
+    for case in cases:  # 2 bytes a weight and 2 a cached number: the crossing does not move
+        as_float32 = (*case.args[:-1], "float32")
+        assert torch.equal(exercise.reference(*case.args), exercise.reference(*as_float32))
 
 
-def test_llama_2_7b_caches_its_own_weights_after_25_706_tokens_at_batch_1() -> None:
-    # The notebook's claim, from the formula's other side: kv_cache_bytes at S and S - 1 against 2 bytes a weight.
-    reference, weights = get_exercise("10.6").reference, 6_738_415_616 * 2
+def test_the_reference_agrees_with_the_library_formula_at_llama_sizes() -> None:
+    # the claim of the cell after the check: Llama-2-7B (6,738,415,616 parameters) in bf16 at batch 1 and 16
+    weights = 6_738_415_616 * 2
     for batch, expected in ((1, 25_706), (16, 1_607)):
-        S = int(reference(32, 32, 128, 6_738_415_616, batch, 2))
         sizes = [
             kv_cache_bytes(num_layers=32, num_kv_heads=32, seq_len=s, head_dim=128, batch_size=batch)
-            for s in (S - 1, S)
+            for s in (expected - 1, expected)
         ]
-        assert S == expected and sizes[0] < weights <= sizes[1]
+        assert sizes[0] < weights <= sizes[1]
 
 
 def test_decoding_cases_cover_the_hard_inputs() -> None:

@@ -11,7 +11,7 @@ from attn_edu.grading import Status, check
 from attn_edu.grading.exercise import make_cases
 from attn_edu.grading.registry import get_exercise
 
-IDS = ("05.1", "05.2", "05.3", "05.4", "05.5", "05.6")
+IDS = ("05.1", "05.2", "05.3", "05.4", "05.5", "05.6", "05.7")
 EXERCISES = {eid: get_exercise(eid) for eid in IDS}
 
 
@@ -120,3 +120,81 @@ def test_the_module_count_catches_an_answer_off_by_one() -> None:
         wrong = prop.holds(case, right + 1)
         assert wrong is not None and f"{int(right):,}" in wrong and f"{int(right) + 1}" in wrong, wrong
     assert prop.holds(cases[0], torch.tensor(float(exercise.reference(*cases[0].args)))) is not None
+
+
+# 05.7: grouped-query attention end to end, against PyTorch's SDPA with enable_gqa as an independent peer.
+
+
+def _gqa_with_torch_sdpa(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+    B, T, C = x.shape
+    heads = lambda w, n: (x @ w.T).view(B, T, n, -1).transpose(1, 2)  # noqa: E731 - (B, n, T, D)
+    out = F.scaled_dot_product_attention(
+        heads(w_q, num_heads),
+        heads(w_k, num_kv_heads),
+        heads(w_v, num_kv_heads),
+        is_causal=True,
+        enable_gqa=True,
+    )  # (B, H, T, D)
+    return out.transpose(1, 2).reshape(B, T, C) @ w_o.T  # (B, T, C)
+
+
+def _gqa_with_a_loop_over_query_heads(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+    B, T, C = x.shape
+    D = C // num_heads
+    q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T  # (B, T, C), (B, T, H_kv·D), (B, T, H_kv·D)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    outs = []
+    for h in range(num_heads):
+        j = h // (num_heads // num_kv_heads)  # the kv head that serves query head h
+        scores = q[..., h * D : (h + 1) * D] @ k[..., j * D : (j + 1) * D].transpose(-2, -1) / D**0.5
+        outs.append(
+            torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ v[..., j * D : (j + 1) * D]
+        )
+    return torch.cat(outs, dim=-1) @ w_o.T  # (B, T, C)
+
+
+@pytest.mark.parametrize("fn", [_gqa_with_torch_sdpa, _gqa_with_a_loop_over_query_heads])
+def test_gqa_peers_pass_05_7(fn) -> None:
+    result = check("05.7", fn)
+    assert result.status is Status.PASS, result
+
+
+def test_gqa_cases_cover_mqa_mha_and_scores_past_exp_range() -> None:
+    exercise = get_exercise("05.7")
+    cases = make_cases(exercise, 0)
+    ratios = {c.args[5] // c.args[6] for c in cases}
+    assert 1 in ratios and any(c.args[6] == 1 for c in cases) and len(ratios) >= 3  # MHA, MQA and groups
+    largest = []
+    for case in cases:
+        x, w_q, w_k, *_, H, H_kv = case.args
+        q = (x @ w_q.T).unflatten(-1, (H, -1)).transpose(1, 2)
+        k = (x @ w_k.T).unflatten(-1, (H_kv, -1)).transpose(1, 2).repeat_interleave(H // H_kv, dim=1)
+        largest.append(float((q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).tril().max()))
+    assert max(largest) > 88 > min(largest)
+
+
+def test_gqa_kv_heads_in_the_wrong_order_are_named_however_they_are_written() -> None:
+    # The tiled order written with expand and reshape instead of repeat: same slip, same message.
+    def tiled(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+        B, T, C = x.shape
+        n_rep = num_heads // num_kv_heads
+        q = (x @ w_q.T).view(B, T, num_heads, -1).transpose(1, 2)
+        k, v = ((x @ w.T).view(B, T, num_kv_heads, -1).transpose(1, 2) for w in (w_k, w_v))
+        k, v = (t[:, None].expand(B, n_rep, *t.shape[1:]).reshape(B, num_heads, T, -1) for t in (k, v))
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        w = torch.softmax(
+            (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf")), -1
+        )
+        return (w @ v).transpose(1, 2).reshape(B, T, C) @ w_o.T
+
+    result = check("05.7", tiled)
+    assert result.status is Status.FAIL and "wrong order" in result.hint, result
+
+
+def test_a_planted_wrong_gqa_fails_05_7() -> None:
+    # Planted: the right layer with its output projection transposed.
+    def planted(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+        return _gqa_with_torch_sdpa(x, w_q, w_k, w_v, w_o.T, num_heads, num_kv_heads)
+
+    result = check("05.7", planted)
+    assert result.status is Status.FAIL and "values differ" in result.message, result

@@ -113,5 +113,43 @@ class Watched:
 def watched(exercise_id: str, fn: Callable[..., Any]) -> Watched:
     """``fn`` as the check calls it: for an exercise with rules, each call is recorded and judged by them (its
     first two arguments are the queries ``(..., T, D)`` and the keys ``(..., S, D)``); the check reads
-    ``.broken`` afterwards. The values are judged first: a wrong value is the learner's first news."""
+    ``.broken`` afterwards. The values are judged first: a wrong value is the learner's first news. 10.11's rules
+    read instead what its function fed the given model (:data:`FED_RULES`, below)."""
+    if exercise_id in FED_RULES:
+        return WatchedCalls(fn, FED_RULES[exercise_id])
     return Watched(fn, RULES.get(exercise_id, ()))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.11 a generation loop with a KV cache: what it fed the given model, call by call
+
+
+def _one_new_token_per_step(calls: list[tuple[int, int]]) -> str | None:
+    """After the first call (the prefill, the whole prompt), a loop with a cache feeds the newest token alone."""
+    for i, (start_pos, T) in enumerate(calls[1:], start=2):
+        if T > 1:
+            return (
+                f"feeds the model {T} tokens (positions {start_pos} .. {start_pos + T - 1}) at call {i}: after "
+                "the prefill a loop with a cache feeds only the newest token, whose keys and values are the only "
+                "ones not stored yet"
+            )
+    return None
+
+
+FED_RULES = {"10.11": (_one_new_token_per_step,)}
+
+
+class WatchedCalls(Watched):
+    """``fn`` as the check calls it, judged by what it fed the given model (:class:`attn_edu.grading.given.TinyLM`
+    records each call's ``(start_pos, T)``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from attn_edu.grading.given import DECODER_CALLS
+
+        DECODER_CALLS.clear()
+        out = self.fn(*args, **kwargs)
+        for rule in self.rules:
+            broken = rule(list(DECODER_CALLS))
+            if broken and self.broken is None:
+                self.broken = broken
+        return out

@@ -30,6 +30,7 @@ from attn_edu.grading.checks import (
     rope,
     scaling,
     start,
+    training,
     triton_kernels,
 )
 from attn_edu.grading.exercise import Exercise, Question
@@ -60,6 +61,7 @@ CHECK_MODULES: tuple[ModuleType, ...] = (  # in course order: exercises 00.* (th
     rope,
     blocks,
     architectures,
+    training,
     kv_cache,
     decoding,
     efficient,

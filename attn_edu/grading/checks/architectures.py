@@ -10,6 +10,8 @@ by position.
 - 09.4 GPT-2's parameter count from its sizes, against :func:`attn_edu.params.gpt_parameter_count`;
 - 09.6 (a measurement) the loss at each position, against :func:`attn_edu.objectives.mlm_loss` on each column,
   and checked without it: weighted by the scored targets, its mean is ``F.cross_entropy`` over every token;
+- 09.7 (a training run) the given tiny GPT trained on the copy task: its weights against the same recipe run
+  by the check, and judged on a held-out batch the function never sees (the loss must fall far below log V);
 09.5 builds a tiny GPT-2's logits from Hugging Face's weights, from the block of 08.5
 (:mod:`attn_edu.grading.checks.blocks`), against transformers' GPT2LMHeadModel.
 
@@ -654,4 +656,4 @@ GPT2_MODEL = Exercise(
 )
 
 
-EXERCISES = (MLM, CLM, SPANS, COUNT, GPT2_MODEL, LOSS_BY_POSITION)
+EXERCISES = (MLM, CLM, SPANS, COUNT, GPT2_MODEL, LOSS_BY_POSITION)  # 09.7, a training run: training.py

@@ -1,5 +1,6 @@
 """Checks for notebook 02's exercises: attention weights, scaled dot-product attention, the FLOPs of attention's
-two matrix products (a measurement, checked with PyTorch's ``FlopCounterMode``), and single-head
+two matrix products (a measurement: the learner runs attention under PyTorch's ``FlopCounterMode`` on the
+``meta`` device; the check counts the library's attention the same way and on real tensors), and single-head
 cross-attention from four raw projection matrices (matched with ``nn.MultiheadAttention``).
 
 Each exercise is compared with :mod:`attn_edu.attention` on random cases with ``T != S``, ``Dv != D``, sizes
@@ -264,22 +265,30 @@ def _flops_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
+def _counted_flops(B: int, H: int, T: int, S: int, D: int, Dv: int, device: str = "meta") -> int:
+    """The FLOPs PyTorch's FlopCounterMode counts while the library's attention runs on tensors of these sizes:
+    on the ``meta`` device (shapes without memory) by default, so a 16-head, 4,000-key case costs nothing."""
+    from torch.utils.flop_counter import (
+        FlopCounterMode,
+    )  # its first use imports torch._dynamo: a second or two
+
+    q = torch.zeros(B, H, T, D, device=device)  # (B, H, T, D)
+    k, v = torch.zeros(B, H, S, D, device=device), torch.zeros(B, H, S, Dv, device=device)
+    with FlopCounterMode(display=False) as counter:
+        attention.scaled_dot_product_attention(q, k, v)  # (B, H, T, Dv)
+    return counter.get_total_flops()
+
+
 def _flops_reference(B: int, H: int, T: int, S: int, D: int, Dv: int) -> torch.Tensor:
-    return torch.tensor(attention.attention_flops(B, H, T, S, D, Dv))  # 0-d int64
+    return torch.tensor(_counted_flops(B, H, T, S, D, Dv))  # 0-d int64: counted, not a formula
 
 
 def _counted_flops_hold(case: Case, output: torch.Tensor) -> str | None:
-    """Run the library's attention on zero tensors of the case's sizes under PyTorch's FlopCounterMode, which
-    counts every matrix product it sees (2 FLOPs a multiply-add); the answer must be that total."""
-    from torch.utils.flop_counter import FlopCounterMode  # its first use imports torch._dynamo: a few seconds
-
+    """Run the library's attention on real zero tensors of the case's sizes under PyTorch's FlopCounterMode,
+    which counts every matrix product it sees (2 FLOPs a multiply-add); the answer must be that total."""
     if output.ndim != 0 or output.is_floating_point() or output.dtype == torch.bool:
         return f"expected a 0-d int64 tensor, got shape {tuple(output.shape)} {output.dtype}"
-    B, H, T, S, D, Dv = case.args
-    q, k, v = torch.zeros(B, H, T, D), torch.zeros(B, H, S, D), torch.zeros(B, H, S, Dv)
-    with FlopCounterMode(display=False) as counter:
-        attention.scaled_dot_product_attention(q, k, v)  # (B, H, T, Dv)
-    counted, given = counter.get_total_flops(), int(output)
+    counted, given = _counted_flops(*case.args, device="cpu"), int(output)  # real tensors, on the CPU
     if given != counted:
         return f"PyTorch's FlopCounterMode counts {counted:,} FLOPs, the answer says {given:,}"
     return None
@@ -292,7 +301,7 @@ def _flops_with(count):
 FLOPS = Exercise(
     exercise_id="02.3",
     kind="measure",
-    title="the FLOPs of attention's two matrix products q kᵀ and P v, 2 per multiply-add",
+    title="measure the FLOPs of attention: run it on the meta device under PyTorch's FLOP counter",
     function_name="attention_flops",
     arg_names=("B", "H", "T", "S", "D", "Dv"),
     reference=_flops_reference,
@@ -333,18 +342,20 @@ FLOPS = Exercise(
         ),
     ),
     hints=(
-        "per sequence and head, q kᵀ multiplies a (T, D) matrix by a (D, S) one: T · S dot products, each of "
-        "length D, and a dot product of length D is D multiplies and D adds.",
-        "there are two matrix products per sequence and head. q kᵀ makes T · S dot products of length D; "
-        "P v multiplies the (T, S) weights by the (S, Dv) values, T · Dv dot products of length S. A dot "
-        "product of length n is n multiplies and n adds; the softmax and the scale are left out of the "
-        "count.",
-        "a sketch: the FLOPs of each product are 2 · (number of dot products) · (their length), so "
-        "2·T·S·D + 2·T·Dv·S; multiply by the B · H (sequence, head) pairs; torch.tensor of that Python "
-        "int is a 0-d int64.",
+        "measure instead of deriving: PyTorch has a context manager that counts the FLOPs of every "
+        "operation run inside it, and a device on which tensors have shapes but no memory, so even the "
+        "largest case costs nothing to run.",
+        "make q, k and v of the four-dimensional shapes the exercise gives, on the meta device, zeros will "
+        "do. Run your attention of 02.2 on them inside the counter (display switched off), and read its "
+        "total once the block has ended. Every (sequence, head) pair and both matrix products must be in "
+        "what ran.",
+        "a sketch: from torch.utils.flop_counter import FlopCounterMode; q = torch.zeros(B, H, T, D, "
+        "device='meta'), k and v likewise with S keys (v with Dv columns); with FlopCounterMode(display="
+        "False) as counter: scaled_dot_product_attention(q, k, v); after the block, the counter's "
+        "get_total_flops() is the count: hand it back through torch.tensor.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=2,
+    minutes=15,
 )
 
 

@@ -409,11 +409,12 @@ def counted_block_flops(d_model: int, d_ff: int, T: int) -> tuple[int, int]:
 
 
 def _crossover_holds(case: Case, output: torch.Tensor) -> str | None:
+    d_model, _ = case.args
     T = int(output.reshape(()))
     if not 1 <= T <= 2048:
         return f"the answer T = {T} is not a sequence length from 1 to 2,048, where these cases cross"
     for t, too_soon in ((T, False), (T - 1, True)):  # more at T, and not yet at T - 1
-        core, rest = counted_block_flops(*case.args, t) if t else (0, 0)  # no tokens, no FLOPs
+        core, rest = counted_block_flops(d_model, 3 * d_model, t) if t else (0, 0)  # no tokens, no FLOPs
         if (core > rest) == too_soon:
             return (
                 f"at T = {t} FlopCounterMode counts {core:,} FLOPs in q kᵀ and P v, {rest:,} in the projections "
@@ -422,36 +423,43 @@ def _crossover_holds(case: Case, output: torch.Tensor) -> str | None:
     return None
 
 
-def _crossover(d_model: int, d_ff: int, proj: int = 8, ffn: int = 4, core: int = 4, tie: int = 1):
-    per_token, per_pair = proj * d_model**2 + ffn * d_model * d_ff, core * d_model  # FLOPs
+def _crossover(d_model: int, num_heads: int, proj: int = 8, ffn: int = 12, core: int = 4, tie: int = 1):
+    """A count of toy_sublayers' block (FFN width 3 · d_model): per token 8 d² + 12 d², per pair 4 d."""
+    per_token, per_pair = proj * d_model**2 + ffn * d_model**2, core * d_model  # FLOPs
     return torch.tensor(per_token // per_pair + tie)  # tie = 0: the first T with T·pair >= token
 
 
 _CROSSOVER_SLIPS = {  # each slip's message and the terms it changes in the count
-    "the four projections are missing: q, k, v and out cost 8·T·d_model² FLOPs together.": {"proj": 0},
-    "the FFN is missing: its two products cost 2·T·d_model·d_ff FLOPs each.": {"ffn": 0},
-    "the T² side counts a multiply-add once; count 2 FLOPs per multiply-add on both sides: q kᵀ and P v "
-    "cost 2·T²·d_model each.": {"core": 2},
-    "off by one: at that T both sides tie; the T² terms must cost *more* (>, not >=).": {"tie": 0},
+    "only the attention sub-layer was measured: the FFN's FLOPs belong to the block too, on the side that "
+    "grows like T. Run the whole pre-norm block under the counter.": {"ffn": 0},
+    "the projections were counted on the T² side or left out: only the batched products of the attention "
+    "core, the scores and the weighted sum of the values, grow like T²; the four projections are per-token "
+    "work like the FFN.": {"proj": 0},
+    "off by one: at that T both sides tie; the T² terms must cost *more*, strictly, not as much.": {"tie": 0},
 }
 
 
 def _crossover_cases(g: torch.Generator) -> list[Case]:
-    C, F = torch.randint(3, 40, (3,), generator=g).tolist(), torch.randint(5, 300, (3,), generator=g).tolist()
-    sizes = [(768, 3072), (12288, 49152), (C[0], F[0]), (C[1], F[1]), (7, 11)]  # GPT-2 small, GPT-3
-    measured = [(6, 10), (C[2] // 4 + 3, F[2] // 15 + 5)]  # small: the block runs in milliseconds
-    return [Case(s) for s in sizes] + [Case(s, group="counted by FlopCounterMode") for s in measured]
+    def sizes() -> tuple[int, int]:
+        heads = int(torch.randint(1, 4, (), generator=g))
+        return heads * int(torch.randint(2, 5, (), generator=g)), heads  # d_model up to 12: T up to 61
+
+    values = [(768, 12), (12, 3), (7, 1), sizes(), sizes()]  # GPT-2 small's width: two lengths measure it
+    measured = [(6, 2), sizes()]  # the property runs a block of attn_edu.blocks at T and T - 1
+    return [Case(s) for s in values] + [Case(s, group="counted by FlopCounterMode") for s in measured]
 
 
 CROSSOVER = Exercise(
     exercise_id="08.6",
-    title="the shortest sequence on which a block's T² terms (q kᵀ, P v) cost more FLOPs than the rest",
+    title="measure where a block's T² terms (q kᵀ, P v) start to cost more FLOPs than the rest",
     function_name="crossover_length",
-    arg_names=("d_model", "d_ff"),
+    arg_names=("d_model", "num_heads"),
     # per token over per (query, key) pair, from the library's count at T = 1; the next integer wins
-    reference=lambda C, F: torch.tensor((n := block_flops(1, C, F))["per_token"] // n["attention_core"] + 1),
+    reference=lambda C, H: torch.tensor(
+        (n := block_flops(1, C, 3 * C))["per_token"] // n["attention_core"] + 1
+    ),
     make_cases=_crossover_cases,
-    mistakes=tuple(Mistake(lambda C, F, k=k: _crossover(C, F, **k), m) for m, k in _CROSSOVER_SLIPS.items()),
+    mistakes=tuple(Mistake(lambda C, H, k=k: _crossover(C, H, **k), m) for m, k in _CROSSOVER_SLIPS.items()),
     properties=(
         Property(
             "counted by FlopCounterMode",
@@ -460,15 +468,20 @@ CROSSOVER = Exercise(
         ),
     ),
     hints=(
-        "count one sequence of T tokens, a multiply-add as 2 FLOPs: q kᵀ is (T, d_model) by (d_model, T), "
-        "P v (T, T) by (T, d_model), a projection (T, d_model) by (d_model, d_model), the FFN's up and down.",
-        "both sides share a factor T: per token, the T² side costs 4·T·d_model, the rest 8·d_model² + "
-        "4·d_model·d_ff. For which T is the first strictly larger?",
-        "divide the per-token FLOPs by 4·d_model, the FLOPs per (query, key) pair: an integer, at which the "
-        "two sides tie; the answer is the next integer, as a tensor.",
+        "measure instead of deriving: run the given block on a short sequence inside PyTorch's FLOP "
+        "counter, and split what it counts by operation. The attention core's two products are batched "
+        "over heads; the projections and the FFN are plain matrix products.",
+        "the counter keeps a table per operation after the block ends: the batched products (bmm) are "
+        "the T² side, everything else the per-token side. Measure two lengths, say 1 and 2 tokens: one "
+        "side doubles, the other quadruples, so each is a number times T or times T². Where is the second "
+        "first strictly larger?",
+        "a sketch: attn, ffn, attn_norm, ffn_norm = toy_sublayers(d_model, num_heads, seed=0); for T in (1, "
+        "2): x = torch.zeros(1, T, d_model), run both sub-layers under FlopCounterMode(display=False), and "
+        "read the entry named aten.bmm against the sum of the others; with c and r those at T = 1, the "
+        "answer is torch.tensor(r // c + 1).",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=3,
+    minutes=35,
     kind="measure",
 )
 

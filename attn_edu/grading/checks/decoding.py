@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from attn_edu.generation import residual_distribution
+from attn_edu.generation import generate, residual_distribution
 from attn_edu.grading.exercise import Case, Exercise, Mistake, Property
+from attn_edu.grading.given import TINY_LM_VOCAB, tiny_lm
 from attn_edu.kv_quant import dequantize, quantize
 
 
@@ -226,10 +227,25 @@ def _quant_cases(g: torch.Generator) -> list[Case]:
         Case((_off_tie_block(g, (2, 1, S, D), 2, 4), 4, 2)),  # keys, dim counted from the front
         Case((padding, 8, -1)),
         Case((constant, 8, 0)),
+        # values cached in bfloat16: read in float32
+        Case((_bf16_off_tie_block(g, (2, 2, 4, 6), -1, 8), 8, -1)),
     ]
 
 
+def _bf16_off_tie_block(g: torch.Generator, shape: tuple[int, ...], dim: int, bits: int) -> torch.Tensor:
+    """A bfloat16 block (a cache stored in bf16) whose values, read in float32, still lie 0.05 of a step or more
+    from a rounding tie: redrawn until they do (rounding to bf16 moves them by up to 2^-9 of their size)."""
+    while True:
+        x = _off_tie_block(g, shape, dim, bits).bfloat16()
+        wide = x.double()
+        low = wide.amin(dim, keepdim=True)
+        steps = (wide - low) / ((wide.amax(dim, keepdim=True) - low) / (2**bits - 1))
+        if float(((steps - steps.floor()) - 0.5).abs().min()) >= 0.05:
+            return x
+
+
 def _quant_reference(x: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
+    x = x.float()  # a bfloat16 block is read in float32: its scale and codes need more than bf16's 8 bits
     packed, _, _ = quantize(x, bits, dim)  # its scale and minimum are float16, as the cache stores them
     codes = dequantize(packed, torch.ones(()), torch.zeros(()), bits, x.shape[-1])  # unpacked, as floats
     low = x.amin(dim, keepdim=True)  # the same scale and minimum in float32
@@ -238,8 +254,10 @@ def _quant_reference(x: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
 
 
 def _quant_variant(x, bits, dim, *, levels=None, top=None, subtract=True, add_back=True, rounding=torch.round,
-                   clamp=True, guard=True, cast=True, axis=None, values=None):  # fmt: skip
-    """The round trip with one piece swapped for a wrong one (the known mistakes below)."""
+                   clamp=True, guard=True, cast=True, axis=None, values=None, upcast=True):  # fmt: skip
+    """The round trip with one piece swapped for a wrong one (the known mistakes below); ``upcast=False`` keeps
+    a bfloat16 block in bfloat16 throughout."""
+    x = x.float() if upcast else x
     dim = dim if axis is None else axis
     levels = 2**bits - 1 if levels is None else levels
     low = x.amin(dim, keepdim=True)
@@ -248,7 +266,7 @@ def _quant_variant(x, bits, dim, *, levels=None, top=None, subtract=True, add_ba
     shift = low if subtract else torch.zeros_like(low)
     codes = rounding((x - shift) / scale)
     codes = codes.clamp(0, levels if top is None else top) if clamp else codes
-    codes = codes.to(torch.uint8).float() if cast else codes
+    codes = codes.to(torch.uint8).to(x.dtype) if cast else codes  # float32, or bf16 without the upcast
     dequantised = codes * scale + (shift if add_back else 0)
     return torch.stack([codes, dequantised if values is None else values])  # (2, *x.shape)
 
@@ -261,6 +279,13 @@ SYMMETRIC = (
 LEVELS = (
     "the step divides the range into 2^bits parts: bits bits hold the codes 0 .. 2^bits - 1, so from the "
     "minimum to the maximum there are 2^bits - 1 steps (and the top code must still fit in bits bits)."
+)
+
+
+BF16_ARITHMETIC = (
+    "the bfloat16 block was quantised in bfloat16: its 8 significant bits cannot hold (x - min) / scale to a "
+    "fraction of a code, so codes come out one or more steps off (at 8 bits, 255 steps span the range). Read "
+    "the block in float32 first, then take the minimum, the scale and the codes."
 )
 
 
@@ -308,6 +333,13 @@ QUANTIZE_KV = Exercise(
             "a slice needs a scale that cannot be 0; its codes are then all 0 and its values come back "
             "exactly.",
         ),
+        Mistake(lambda x, bits, dim: _quant_variant(x, bits, dim, upcast=False), BF16_ARITHMETIC),
+        Mistake(lambda x, bits, dim: _quant_variant(x, bits, dim, upcast=False).float(), BF16_ARITHMETIC),
+        Mistake(
+            lambda x, bits, dim: _quant_reference(x, bits, dim).to(x.dtype),
+            "the right codes and values, returned in the block's bfloat16: the values are a float32 result (a "
+            "bfloat16 holds only about 3 significant digits, and rounds them off again). Return float32.",
+        ),
         Mistake(
             lambda x, bits, dim: _quant_variant(x, bits, dim, values=x),
             "the values are the input itself: dequantised values are what the codes give back, code · scale + "
@@ -321,7 +353,8 @@ QUANTIZE_KV = Exercise(
         "per slice, the minimum and the maximum along dim (kept as dims of size 1, so that they "
         "broadcast): the scale is (max - min) / (2^bits - 1); the code is the number of steps from the "
         "minimum, rounded to the nearest integer and kept in 0 .. 2^bits - 1.",
-        "codes = round((x - low) / scale), clamped and stored as uint8; values = codes · scale + low. Clamp "
+        "x = x.float() first (a bfloat16 block too); codes = round((x - low) / scale), clamped and stored as "
+        "uint8; values = codes · scale + low. Clamp "
         "scale below at a tiny positive number (1e-8) for constant slices; return torch.stack of the codes "
         "(as float) and the values.",
     ),
@@ -455,4 +488,131 @@ PAGED_GATHER = Exercise(
 )
 
 
-EXERCISES = (SPECULATIVE_ACCEPT, QUANTIZE_KV, PAGED_GATHER)
+# ---------------------------------------------------------------------------------------------------------
+# 10.11 greedy decoding with a KV cache on a given tiny model
+
+
+def _greedy(
+    seed: int, prompt: torch.Tensor, max_new_tokens: int, *, fed: str = "new", shift: int = 0,
+    read: int = -1, cache: bool = True, keep: str = "all",
+) -> torch.Tensor:  # fmt: skip
+    """Greedy decoding through the given model's cache, with one known slip where the arguments say so: ``fed``
+    what each step feeds ("new" token, the prompt's "last" token, the "whole" sequence again), ``shift`` added to
+    each new token's position, ``read`` the prefill's position whose logits pick the first token, ``cache``
+    whether the calls share one, ``keep`` what comes back ("all", the "new" tokens)."""
+    model = tiny_lm(seed)
+    store = model.new_cache() if cache else None
+    P, ids = prompt.shape[1], prompt
+    logits = model(prompt, store, 0)  # (B, P, V): the prefill
+    for step in range(max_new_tokens):
+        next_id = logits[:, read if step == 0 else -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        ids = torch.cat([ids, next_id], dim=1)  # (B, P + step + 1)
+        if step == max_new_tokens - 1:
+            break
+        if fed == "whole":
+            logits = model(ids, store, 0)  # (B, P + step + 1, V)
+        else:
+            token = next_id if fed == "new" else prompt[:, -1:]  # (B, 1)
+            logits = model(token, store, P + step + shift)  # (B, 1, V)
+    return ids if keep == "all" else ids[:, P:]
+
+
+def _generate_reference(seed: int, prompt: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """The library's generation without a cache: every step re-runs the model on the whole sequence."""
+    return generate(tiny_lm(seed).model, prompt, max_new_tokens, use_cache=False)  # (B, P + N)
+
+
+def _clear_cut(seed: int, prompt: torch.Tensor, max_new_tokens: int, margin: float = 1e-3) -> bool:
+    """Whether every greedy choice wins by ``margin`` or more, so that rounding (a cached step sums in another
+    order than a full forward) cannot flip a choice."""
+    model = tiny_lm(seed)
+    cache = model.new_cache()
+    logits = model(prompt, cache, 0)  # (B, P, V)
+    for step in range(max_new_tokens):
+        top2 = logits[:, -1].topk(2, dim=-1)  # values and indices (B, 2)
+        if float((top2.values[:, 0] - top2.values[:, 1]).min()) < margin:
+            return False
+        start = prompt.shape[1] + step
+        logits = model(top2.indices[:, :1], cache, start)  # (B, 1, V)
+    return True
+
+
+def _generation_cases(g: torch.Generator) -> list[Case]:
+    def case(B: int, P: int, N: int) -> Case:
+        while True:  # redrawn until every greedy choice is clear-cut (a few draws at most)
+            seed = _randint(g, 0, 10**6)
+            prompt = torch.randint(0, TINY_LM_VOCAB, (B, P), generator=g)
+            if _clear_cut(seed, prompt, N):
+                return Case((seed, prompt, N))
+
+    return [
+        case(1, 1, 6),  # a prompt of one token
+        case(2, 5, 8),
+        case(3, 3, 12),
+        case(1, 7, 1),  # one new token: the prefill alone
+        case(2, 4, 20),
+    ]
+
+
+POSITIONS = (
+    "the new tokens sit at the wrong positions: the token fed after the prefill of P prompt tokens is at "
+    "position P, the next at P + 1, and so on; start_pos is the number of tokens before it in the sequence."
+)
+
+GENERATE_CACHED = Exercise(
+    exercise_id="10.11",
+    title="greedy decoding with a KV cache: prefill the prompt once, then feed one new token per step",
+    function_name="generate_cached",
+    arg_names=("seed", "prompt", "max_new_tokens"),
+    reference=_generate_reference,
+    make_cases=_generation_cases,
+    mistakes=(
+        Mistake(lambda *a: _greedy(*a, shift=1), POSITIONS),
+        Mistake(lambda *a: _greedy(*a, shift=-1), POSITIONS),
+        Mistake(lambda s, p, n: _greedy(s, p, n, shift=-p.shape[1]), POSITIONS),
+        Mistake(
+            lambda *a: _greedy(*a, fed="last"),
+            "the token just chosen is never fed back: every step reads the prompt's last token again, so the "
+            "model never sees what it wrote. Append each new token and feed that one next.",
+        ),
+        Mistake(
+            lambda *a: _greedy(*a, fed="whole"),
+            "the whole sequence goes into the cache at every step, so the cache holds the earlier tokens twice "
+            "and more. With a cache only the tokens it has not stored yet are fed: after the prefill, the newest.",
+        ),
+        Mistake(
+            lambda *a: _greedy(*a, cache=False),
+            "each step's model call starts from nothing: the newest token is fed alone, but without the cache "
+            "that holds the earlier tokens, so it attends to itself only. Pass the same cache to every call.",
+        ),
+        Mistake(
+            lambda *a: _greedy(*a, read=0),
+            "the first new token is chosen from the prefill's first position, which predicts the prompt's second "
+            "token. The prediction for the token after the prompt sits at the prompt's last position.",
+        ),
+        Mistake(
+            lambda *a: _greedy(*a, keep="new"),
+            "only the new tokens come back: return the prompt followed by them, (B, P + max_new_tokens).",
+        ),
+        Mistake(
+            lambda s, p, n: p,
+            "the prompt comes back unchanged: append each chosen token to the sequence you return.",
+        ),
+    ),
+    hints=(
+        "the prompt goes through the model once, filling the cache; after that, each step the model only needs "
+        "to read the token it has just chosen, at that token's own position in the sequence.",
+        "greedy picks the largest logit at the last position. Every call passes the same cache; start_pos is "
+        "the position of the first token fed, the number of tokens before it (the prompt's length plus the new "
+        "tokens already fed). Append each choice to the ids you return.",
+        "a sketch: an empty cache from model.new_cache() and one call on the whole prompt at start_pos 0; "
+        "then, max_new_tokens times: the argmax over the vocabulary of logits[:, -1], kept as a (B, 1) column "
+        "(keepdim=True); torch.cat it onto the ids along dim 1; call the model on that column alone, with the "
+        "same cache and start_pos ids.shape[1] - 1 (the length before it was appended).",
+    ),
+    difficulty=3,
+    minutes=25,
+)
+
+
+EXERCISES = (SPECULATIVE_ACCEPT, QUANTIZE_KV, PAGED_GATHER, GENERATE_CACHED)

@@ -4,7 +4,8 @@ under a causal mask. The recurrent-state exercises (Gated DeltaNet) are in :mod:
 
 The references are :func:`attn_edu.sparse.sliding_window_mask`, :func:`attn_edu.efficient.linear_attention`
 (``is_causal=True``), :func:`attn_edu.efficient.linear_attention_recurrent`, :class:`attn_edu.moe.TopKRouter`
-and :func:`attn_edu.sparse.layers_to_reach`, whose answer is also checked on the mask's boolean powers. Cases
+and :func:`attn_edu.sparse.layers_to_reach` (11.5's layers may cycle through several windows; the learner measures
+the reach by following the masks, and the answer is checked on products of the library's masks). Cases
 mix ``T < S`` (a cache of earlier keys), batch and head dimensions with odd sizes, and ``D != Dv``. The
 known-wrong versions are the usual slips: a window one key too wide or too narrow, a symmetric band where a
 causal one was asked, no normaliser, a prefix sum over the wrong axis, reading the state before adding the
@@ -442,103 +443,149 @@ TOP_K_ROUTER = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 11.5 how many stacked sliding-window layers before the last token can depend on token 0 (measure)
+# 11.5 how many stacked sliding-window layers, each with its own window, before the last token can depend on token 0
 
-REACHABILITY = "the mask's reachability"
+REACHABILITY = "the masks' reachability"
 
 
 def _reach_cases(g: torch.Generator) -> list[Case]:
-    T, window = int(torch.randint(20, 60, (1,), generator=g)), int(torch.randint(2, 12, (1,), generator=g))
-    fixed = [(7, 3), (11, 4), (10, 4), (1, 5), (6, 1), (5, 9), (T, window)]  # divisible, ragged, edges
-    checked = [(1, 1), (9, 1), (13, 5), (14, 5), (8, 8), (T + 3, window + 1), (T, 2)]
+    def windows(*w: int) -> torch.Tensor:
+        return torch.tensor(w, dtype=torch.int64)  # (n,) the pattern, repeated layer after layer
+
+    T, w = int(torch.randint(20, 60, (1,), generator=g)), int(torch.randint(2, 12, (1,), generator=g))
+    local = int(torch.randint(2, 6, (1,), generator=g))
+    fixed = [
+        (11, windows(4)),  # one window for every layer: ragged, 10 = 3 + 3 + 3 + 1
+        (10, windows(4)),  # 9 = 3 · 3 exactly
+        (30, windows(3, 3, 3, 100)),  # three local layers, then a full causal one (Gemma's pattern)
+        (25, windows(2, 5)),  # alternating windows
+        (9, windows(1, 3)),  # a layer of window 1 carries nothing on
+        (1, windows(5)),  # one token: 0 layers
+        (6, windows(1)),  # window 1 only: never
+        (T, windows(local, local, T + 5)),
+    ]
+    checked = [
+        (1, windows(1)),
+        (9, windows(1, 1)),
+        (14, windows(5)),
+        (T + 3, windows(w + 1, 2)),
+        (T, windows(2)),
+    ]
     return [Case(args) for args in fixed] + [Case(args, group=REACHABILITY) for args in checked]
 
 
-def _layers(seq_len: int, window: int, how: str) -> torch.Tensor:
-    """The count with one known slip in the general case, named by ``how``; the edges as the reference."""
-    if seq_len == 1 or window == 1:
-        return _layers_reference(seq_len, window)
-    distance, step = seq_len - 1, window if how == "step_window" else window - 1  # own token as a step?
-    rounded = {"floor": distance // step, "floor_plus_one": distance // step + 1}
-    return torch.tensor(rounded.get(how, -(-distance // step)))
+def _cumulative_reach(
+    seq_len: int, windows: torch.Tensor, *, step: int = 1, target: int | None = None
+) -> int:
+    """The first layer count whose summed reach, (window - step) per layer, covers ``target`` positions
+    (default ``seq_len - 1``); ``-1`` when a whole round of the pattern adds nothing."""
+    target = seq_len - 1 if target is None else target
+    gains = [max(int(w) - step, 0) for w in windows.tolist()]  # positions each layer carries information back
+    if target <= 0:
+        return 0
+    if sum(gains) == 0:
+        return -1
+    reach, layers = 0, 0
+    while reach < target:
+        reach, layers = reach + gains[layers % len(gains)], layers + 1
+    return layers
 
 
-def _layers_reference(seq_len: int, window: int) -> torch.Tensor:
-    return torch.tensor(sparse.layers_to_reach(seq_len, window))  # 0-d int64
+def _layers_reference(seq_len: int, windows: torch.Tensor) -> torch.Tensor:
+    if windows.unique().numel() == 1:  # one window for every layer: the library's count
+        return torch.tensor(sparse.layers_to_reach(seq_len, int(windows[0])))  # 0-d int64
+    return torch.tensor(_cumulative_reach(seq_len, windows))  # 0-d int64
 
 
-def _reaches_back(mask: torch.Tensor, layers: int) -> int:
-    """How far back the last token reads after ``layers`` layers: a boolean power of the (T, T) mask."""
-    reach = torch.eye(mask.shape[0], dtype=torch.int64)  # (T, T): 0 layers, each output is its own input
-    for _ in range(min(layers, mask.shape[0])):  # a chain longer than T reaches nothing new
+def _reaches_back(seq_len: int, windows: torch.Tensor, layers: int) -> int:
+    """How far back the last token reads after ``layers`` layers: a product of the library's (T, T) masks."""
+    reach = torch.eye(seq_len, dtype=torch.int64)  # (T, T): 0 layers, each output is its own input
+    for layer in range(layers):
+        window = int(windows[layer % len(windows)])
+        mask = sparse.sliding_window_mask(seq_len, window=window)  # (T, T) bool, True = may attend
         reach = (reach @ mask.long()).clamp(max=1)  # (T, T): output t depends on input s
-    return mask.shape[0] - 1 - int(reach[-1].nonzero()[0])  # the earliest input the last token depends on
+    return seq_len - 1 - int(reach[-1].nonzero()[0])  # the earliest input the last token depends on
 
 
 def _composed_mask_agrees(case: Case, output: torch.Tensor) -> str | None:
-    """Composing the library's mask ``output`` times reaches token 0 from the last token, one fewer does not."""
-    seq_len, window = case.args
-    mask = sparse.sliding_window_mask(seq_len, window=window)  # (T, T) bool, True = may attend
+    """Composing the library's masks ``output`` times reaches token 0 from the last token, one fewer does not."""
+    seq_len, windows = case.args
     layers, needed = int(output), seq_len - 1
     if layers < -1:
         return f"the answer is {layers}: a layer count is 0 or more, or -1 for never"
-    if layers == -1:
-        ever = _reaches_back(mask, seq_len) == needed
-        return f"the answer says -1 (never), but {seq_len} layers of the mask reach token 0" if ever else None
-    after, before = _reaches_back(mask, layers), _reaches_back(mask, layers - 1) if layers else -1
+    if layers == -1:  # a round of the pattern that reaches nothing new never will: seq_len rounds suffice
+        ever = _reaches_back(seq_len, windows, seq_len * len(windows)) == needed
+        return (
+            f"the answer says -1 (never), but {seq_len * len(windows)} layers reach token 0" if ever else None
+        )
+    after = _reaches_back(seq_len, windows, layers)
     if after < needed:
-        return f"after {layers} layers of the mask the last token reads {after} back, token 0 is {needed}"
-    if before >= needed:
-        return f"{layers - 1} layers of the mask already reach token 0, {needed} positions back"
+        return f"after {layers} layers of the masks the last token reads {after} back, token 0 is {needed}"
+    if layers and _reaches_back(seq_len, windows, layers - 1) >= needed:
+        return f"{layers - 1} layers of the masks already reach token 0, {needed} positions back"
     return None
 
 
 LAYERS_TO_REACH = Exercise(
     exercise_id="11.5",
     kind="measure",
-    title="the fewest stacked causal sliding-window layers after which the last token can depend on token 0",
+    title="measure how many stacked causal sliding-window layers, windows cycling through a pattern, let the last "
+    "token depend on token 0",
     function_name="layers_to_reach",
-    arg_names=("seq_len", "window"),
+    arg_names=("seq_len", "windows"),
     reference=_layers_reference,
     make_cases=_reach_cases,
     mistakes=(
         Mistake(
-            lambda seq_len, window: _layers(seq_len, window, "step_window"),
-            "each layer reaches window - 1 positions back, not window: the window of 11.1 counts the "
-            "query's own token (keys p - window + 1 .. p), it is not window keys besides it (Mistral's W). "
-            "Divide the distance by window - 1.",
+            lambda seq_len, windows: torch.tensor(_cumulative_reach(seq_len, windows, step=0)),
+            "each layer carries information window - 1 positions back, not window: the window of 11.1 counts "
+            "the query's own token (keys p - window + 1 .. p). Build each layer's mask as 11.1 does and follow "
+            "it, rather than counting steps by hand.",
         ),
         Mistake(
-            lambda seq_len, window: _layers(seq_len, window, "floor"),
-            "rounded down: when window - 1 does not divide the distance, the last, partial step still "
-            "takes a whole layer. Round up: ceil((seq_len - 1) / (window - 1)).",
+            lambda seq_len, windows: torch.tensor(sparse.layers_to_reach(seq_len, int(windows[0]))),
+            "every layer got the first window of the pattern: layer i uses windows[i % len(windows)], so a "
+            "full causal layer in the pattern carries information all the way back at once.",
         ),
         Mistake(
-            lambda seq_len, window: _layers(seq_len, window, "floor_plus_one"),
-            "one layer too many when window - 1 divides seq_len - 1 exactly: floor(...) + 1, or ceil of "
-            "seq_len / (window - 1), which counts tokens, not the seq_len - 1 steps from token 0 to the last. "
-            "Round up the distance: ceil((seq_len - 1) / (window - 1)).",
+            lambda seq_len, windows: torch.tensor(max(_cumulative_reach(seq_len, windows) - 1, -1)),
+            "one layer short: that counts the layers before the one that reaches token 0. Count a layer once "
+            "it has been applied, and stop as soon as token 0 is among the tokens the last one depends on.",
+        ),
+        Mistake(
+            lambda seq_len, windows: torch.tensor(_cumulative_reach(seq_len, windows, target=seq_len)),
+            "one layer too many where the last step lands exactly on token 0: token 0 is seq_len - 1 "
+            "positions before the last token, not seq_len. Stop at the first layer whose reach includes it.",
+        ),
+        Mistake(
+            lambda seq_len, windows: torch.tensor(0 if seq_len == 1 else -1),
+            "the reach never grows: the information was followed forwards in time. Row p of a causal mask lists "
+            "the keys query p reads, all at or before p; start from the last token and take, layer by layer, "
+            "every token that a token already reached reads.",
         ),
     ),
     properties=(
         Property(
             REACHABILITY,
-            "after L layers the last token depends on token 0 when the L-th boolean power of the "
-            "sliding-window mask (seq_len keys, this window) is True in its last row, first column: the "
-            "answer is the smallest such L (0 when seq_len is 1, -1 when no power reaches).",
+            "after L layers the last token depends on token 0 when the product of the L layers' "
+            "sliding-window masks (seq_len keys, windows cycling through the pattern) is True in its last row, "
+            "first column: the answer is the smallest such L (0 when seq_len is 1, -1 when none reaches).",
             holds=_composed_mask_agrees,
         ),
     ),
     hints=(
-        "how far back does one causal window of window keys let a token read, counting its own position "
-        "as 0 steps back? Each stacked layer starts from what the layer below already gathered.",
-        "after L layers the last token reads L·(window - 1) positions back; token 0 is seq_len - 1 back. "
-        "Find the smallest L that covers it, and decide the two edges (seq_len 1, window 1) first.",
-        "the smallest whole L with L·step >= distance is a ceiling division; in integers, -(-a // b) rounds "
-        "up. Return it as torch.tensor(L), an int64 0-d tensor.",
+        "keep the set of tokens the last token's output depends on so far (at first only itself); a layer adds "
+        "every token that one of them reads through its window. Count layers until token 0 is in the set.",
+        "as a boolean vector over the seq_len positions: one layer of the (T, T) mask of 11.1 takes it to the "
+        "tokens its members read (a vector-matrix product, then > 0). The layer's window is "
+        "windows[layer % len(windows)]. If a whole round of the pattern adds nothing, token 0 is never reached.",
+        "a sketch: a bool vector of seq_len entries, True at the last one only; per layer, the (T, T) mask of "
+        "11.1 for that layer's window, and the vector as floats times the mask as floats, then > 0, as the new "
+        "vector; stop when entry 0 is True and wrap the layer count in torch.tensor; after a whole round of the "
+        "pattern that changed nothing, the answer is torch.tensor(-1).",
     ),
-    difficulty=2,
-    minutes=15,
+    difficulty=3,
+    minutes=40,
 )
 
 

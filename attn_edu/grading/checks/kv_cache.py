@@ -12,8 +12,10 @@ a :class:`attn_edu.kv_cache.KVCacheLayer` holding the given cache; each case's c
 real prefix, so the step must equal the last row of the causal forward over all ``S + 1`` tokens. Its
 known-wrong versions: the new token left out of the cache, a top-left causal mask that lets the one query see
 key 0 only, the scale ``1/sqrt(C)``, and weights used untransposed.
-10.6 measures the cached length at which the cache takes as much memory as the model's weights: its property fills a
-real :class:`attn_edu.kv_cache.KVCache` and counts the bytes of a tiny :class:`attn_edu.models.GPT`'s parameters.
+10.6 measures, on a given tiny model (:func:`attn_edu.grading.given.tiny_lm`, float32 or bfloat16), the cached
+length at which its KV cache takes as many bytes as its weights; the reference counts with
+:func:`attn_edu.params.count_parameters` and :func:`attn_edu.kv_cache.kv_cache_bytes`, and the property runs the
+model on S and S - 1 tokens and adds up the bytes its cache holds against the bytes of its stored tensors.
 10.7, StreamingLLM's eviction, is graded against :class:`attn_edu.kv_cache.StreamingKVCacheLayer`; its slips: the
 sinks dropped, the sinks and the window overlapping on a short text, the oldest tokens kept instead of the newest,
 and a window that counts the sinks.
@@ -36,8 +38,8 @@ from attn_edu.grading.exercise import (
     overflow_diagnosis,
     unshifted_softmax,
 )
-from attn_edu.kv_cache import MODEL_SHAPES, KVCache, KVCacheLayer, StreamingKVCacheLayer, kv_cache_bytes
-from attn_edu.models import GPT, GPTConfig
+from attn_edu.grading.given import TINY_LM_MAX_LEN, TinyLM, tiny_lm
+from attn_edu.kv_cache import MODEL_SHAPES, KVCacheLayer, StreamingKVCacheLayer, kv_cache_bytes
 from attn_edu.multihead import MultiHeadAttention, merge_heads, split_heads
 from attn_edu.params import count_parameters
 
@@ -486,139 +488,157 @@ DECODE_STEP = Exercise(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 10.6 when the cache outweighs the weights (measure)
+# 10.6 when the cache outweighs the weights, measured on a given tiny model
 
-_OVERTAKE_NAMES = ("num_layers", "num_kv_heads", "head_dim", "num_params", "batch_size", "bytes_per_number")
-DTYPES = {1: torch.int8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}  # a cache's number formats
-
-# Parameters of the two named models, as attn_edu.params.llama_parameter_count counts them from their configs.
-LLAMA_2_7B_PARAMS, LLAMA_3_8B_PARAMS = 6_738_415_616, 8_030_261_248
+_OVERTAKE_NAMES = ("num_layers", "num_heads", "head_dim", "batch_size", "dtype")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the formats the given model comes in
 
 
-def measured_cache_bytes(
-    num_layers: int, num_kv_heads: int, head_dim: int, batch_size: int, dtype: torch.dtype, seq_len: int
-) -> int:
-    """Bytes of the key and value tensors a :class:`KVCache` holds after a prompt of ``seq_len`` tokens,
-    added up as ``numel · element_size`` over every layer's tensors."""
-    cache = KVCache(num_layers)
-    for layer in cache.layers if seq_len > 0 else []:
-        k = torch.zeros(batch_size, num_kv_heads, seq_len, head_dim, dtype=dtype)  # (B, H_kv, S, D)
-        layer.update(k, torch.zeros_like(k))
+def _overtake_model(num_layers: int, num_heads: int, head_dim: int, dtype: str) -> TinyLM:
+    return tiny_lm(0, num_layers=num_layers, num_heads=num_heads, head_dim=head_dim, dtype=dtype)
+
+
+def measured_cache_bytes(model: TinyLM, batch_size: int, seq_len: int) -> int:
+    """Bytes of the keys and values the model's own cache holds after it has read ``seq_len`` tokens of
+    ``batch_size`` sequences, added up as ``numel · element_size`` over every layer's tensors."""
+    cache = model.new_cache()
+    if seq_len > 0:
+        model(torch.zeros(batch_size, seq_len, dtype=torch.long), cache, 0)  # (B, S, V)
     tensors = [t for layer in cache.layers for t in (layer.k, layer.v) if t is not None]
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def measured_weight_bytes(model: TinyLM) -> int:
+    """Bytes of the model's weights, each stored tensor once (the tied embedding and output share one)."""
+    stored = {p.data_ptr(): p.numel() * p.element_size() for p in model.state_dict(keep_vars=True).values()}
+    return sum(stored.values())
+
+
 def _overtake_holds(case: Case, output: torch.Tensor) -> str | None:
-    num_layers, num_kv_heads, head_dim, num_params, batch_size, nbytes = case.args
+    num_layers, num_heads, head_dim, batch_size, dtype = case.args
     S = int(output.reshape(()))
-    if not 1 <= S <= 100_000:
-        return f"the answer S = {S} is not a cache length from 1 to 100,000, where these cases cross"
-    dtype = DTYPES[nbytes]
-    weights = num_params * torch.empty((), dtype=dtype).element_size()  # every parameter in that format
+    if not 1 <= S <= TINY_LM_MAX_LEN:
+        return f"the answer S = {S} is not a cache length from 1 to {TINY_LM_MAX_LEN}, the model's positions"
+    model = _overtake_model(num_layers, num_heads, head_dim, dtype)
+    weights = measured_weight_bytes(model)
     for s, too_soon in ((S, False), (S - 1, True)):  # as large at S, and not yet at S - 1
-        cache = measured_cache_bytes(num_layers, num_kv_heads, head_dim, batch_size, dtype, s)
+        cache = measured_cache_bytes(model, batch_size, s)
         if (cache >= weights) == too_soon:
             verdict = f"already as many, so S = {S} is not the smallest" if too_soon else "fewer"
             return (
-                f"at S = {s} a real KVCache holds {cache:,} bytes of keys and values, the weights' "
-                f"{num_params:,} parameters {weights:,} bytes ({dtype}): {verdict}"
+                f"after {s} tokens the model's cache holds {cache:,} bytes of keys and values, its weights "
+                f"take {weights:,} bytes ({dtype}): {verdict}"
             )
     return None
 
 
-def _overtake_reference(num_layers, num_kv_heads, head_dim, num_params, batch_size, bytes_per_number):
+def _overtake_reference(num_layers, num_heads, head_dim, batch_size, dtype):  # noqa: ANN001, ANN202
+    model = _overtake_model(num_layers, num_heads, head_dim, dtype)
+    nbytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
     per_token = kv_cache_bytes(
         num_layers=num_layers,
-        num_kv_heads=num_kv_heads,
+        num_kv_heads=num_heads,
         seq_len=1,
         head_dim=head_dim,
         batch_size=batch_size,
-        dtype_bytes=bytes_per_number,
+        dtype_bytes=nbytes,
     )  # bytes of one more cached token, K and V in every layer, for the whole batch
-    weights = num_params * bytes_per_number
+    weights = count_parameters(model) * nbytes
     return torch.tensor(-(-weights // per_token))  # ceil: the first S with S · per_token >= weights
 
 
-def _overtake_variant(L, H_kv, D, P, B, nbytes, *, kv=2, batch=True, weight_bytes=True, tie=False):
-    per_token = L * kv * H_kv * D * (B if batch else 1) * nbytes  # bytes
-    weights = P * (nbytes if weight_bytes else 1)
-    return torch.tensor(weights // per_token + 1 if tie else -(-weights // per_token))
-
-
-def _tiny_gpt(num_layers: int, num_heads: int, head_dim: int) -> int:
-    """The parameters of a tiny GPT whose cache has these layers, heads and head size (built on meta)."""
-    C = num_heads * head_dim
-    with torch.device("meta"):
-        return count_parameters(GPT(GPTConfig(40, 16, C, num_layers, num_heads, 4 * C)))
+def _overtake_variant(L, H, D, B, dtype, *, kv=2, batch=True, weight_bytes=None, cache_bytes=None, tied=1):  # noqa: ANN001, ANN202
+    """The crossing with one slip: ``kv`` tensors a layer, the batch, the bytes a weight or a cached number is
+    counted at (``None``: the dtype's), the tied (V, C) matrix counted ``tied`` times."""
+    model = _overtake_model(L, H, D, dtype)
+    nbytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
+    shared = model.model.token_embedding.weight.numel()  # the matrix the output layer reuses
+    weights = (count_parameters(model) + (tied - 1) * shared) * (
+        nbytes if weight_bytes is None else weight_bytes
+    )
+    per_token = L * kv * H * D * (B if batch else 1) * (nbytes if cache_bytes is None else cache_bytes)
+    return torch.tensor(-(-weights // per_token))
 
 
 def _overtake_cases(g: torch.Generator) -> list[Case]:
     def rand(low: int, high: int) -> int:
-        return int(torch.randint(low, high, (1,), generator=g))
+        return int(torch.randint(low, high + 1, (1,), generator=g))
 
-    def tie(L: int, H_kv: int, D: int, B: int, nbytes: int) -> Case:  # weights = exactly k tokens of cache
-        return Case((L, H_kv, D, rand(3, 900) * 2 * L * H_kv * D * B, B, nbytes))
+    def random_case(group: str = "values") -> Case:
+        dtype = ("float32", "bfloat16")[rand(0, 1)]
+        return Case((rand(1, 3), rand(1, 3), rand(2, 8), rand(1, 6), dtype), group=group)
 
-    llama_2, llama_3 = MODEL_SHAPES["Llama-2-7B"], MODEL_SHAPES["Llama-3-8B"]
-    L, H, D = (rand(1, 4), rand(1, 4), rand(2, 5))
+    measured = "measured on the model's cache"
     return [
-        Case((llama_2["num_layers"], llama_2["num_kv_heads"], llama_2["head_dim"], LLAMA_2_7B_PARAMS, 1, 2)),
-        Case((llama_2["num_layers"], llama_2["num_kv_heads"], llama_2["head_dim"], LLAMA_2_7B_PARAMS, 16, 2)),
-        Case((llama_3["num_layers"], llama_3["num_kv_heads"], llama_3["head_dim"], LLAMA_3_8B_PARAMS, 1, 2)),
-        tie(rand(1, 9), rand(1, 9), rand(3, 70), rand(1, 9), 4),
-        tie(rand(1, 9), rand(1, 9), rand(3, 70), rand(2, 9), 2),
-        Case((rand(1, 9), rand(1, 9), rand(3, 70), rand(10**4, 10**7), rand(1, 9), 1)),
-        Case((L, H, D, _tiny_gpt(L, H, D), rand(1, 4), 4), group="measured on a real KVCache"),
-        Case((2, 3, 2, _tiny_gpt(2, 3, 2), 1, 2), group="measured on a real KVCache"),
+        Case((2, 2, 8, 1, "float32")),
+        Case((2, 2, 8, 4, "bfloat16")),  # a bf16 model: 2 bytes a weight and 2 a cached number
+        Case((1, 3, 4, 2, "float32")),
+        Case((3, 2, 6, 16, "bfloat16")),
+        random_case(),
+        random_case(measured),
+        Case((1, 1, 4, 3, "bfloat16"), group=measured),
     ]
 
 
 OVERTAKE = Exercise(
     exercise_id="10.6",
-    title="the cached length S at which the KV cache takes as many bytes as the model's weights",
+    title="measure the cached length S at which a tiny model's KV cache takes as many bytes as its weights",
     function_name="cache_overtakes_weights",
     arg_names=_OVERTAKE_NAMES,
     reference=_overtake_reference,
     make_cases=_overtake_cases,
     mistakes=(
         Mistake(
+            lambda *a: _overtake_variant(*a, tied=2),
+            "the token embedding is counted twice: the output layer reuses its matrix (weight tying), so the "
+            "model stores it once. Count each parameter tensor once, as the model's parameters list them.",
+        ),
+        Mistake(
             lambda *a: _overtake_variant(*a, kv=1),
-            "that counts the keys only; each layer caches a key *and* a value per token and head: a factor 2.",
+            "only the keys are counted; each layer caches a key *and* a value for every token and head.",
         ),
         Mistake(
             lambda *a: _overtake_variant(*a, batch=False),
-            "the batch is missing: every sequence of the batch has its own keys and values, so one more "
-            "token costs batch_size times the bytes of one sequence's token.",
+            "the cache was filled for one sequence: every sequence of the batch has its own keys and values, "
+            "so feed batch_size sequences at once.",
         ),
         Mistake(
-            lambda *a: _overtake_variant(*a, tie=True),
-            "one token too many where the sizes tie exactly: the cache *reaches* the weights at the first S "
-            "with cache bytes >= weight bytes (>=, not >): round the quotient up, do not add 1 to its floor.",
+            lambda *a: _overtake_variant(*a, weight_bytes=1),
+            "the weights are counted in numbers, the cache in bytes: count the weights in bytes too, each "
+            "tensor's number of elements times the bytes of one element.",
         ),
         Mistake(
-            lambda *a: _overtake_variant(*a, weight_bytes=False),
-            "the weights are counted in parameters, the cache in bytes: multiply num_params by "
-            "bytes_per_number too (and notice that it then cancels).",
+            lambda *a: _overtake_variant(*a, weight_bytes=4),
+            "the weights are counted at 4 bytes a number whatever their format: a bfloat16 weight takes 2. "
+            "Ask each tensor for the size of its elements.",
+        ),
+        Mistake(
+            lambda *a: _overtake_variant(*a, cache_bytes=4),
+            "the cache is counted at 4 bytes a number whatever its format: a bfloat16 model caches bfloat16 "
+            "keys and values, 2 bytes each. Ask each cached tensor for the size of its elements.",
         ),
     ),
     properties=(
         Property(
-            "measured on a real KVCache",
-            "a KVCache holding S tokens must take at least the weights' bytes, and one holding S - 1 tokens "
-            "fewer, counted as numel · element_size of its tensors.",
+            "measured on the model's cache",
+            "after S tokens the model's own cache must hold at least the bytes of its weights, and after S - 1 "
+            "fewer, counted as numel · element_size of the tensors it holds.",
             holds=_overtake_holds,
         ),
     ),
     hints=(
-        "one more cached token adds, in every layer, a key and a value of head_dim numbers per kv head and "
-        "per sequence of the batch; the weights hold num_params numbers. Both use bytes_per_number bytes each.",
-        "the cache of S tokens takes S times the bytes of one token; find the first S at which that reaches "
-        "(>=) num_params · bytes_per_number.",
-        "that S is the quotient of the weights' bytes by the bytes per token, rounded up: in integers, "
-        "-(-a // b) rounds a / b up without floats; wrap it in torch.tensor.",
+        "measure both sides on the model itself: what its weights take in memory, and what its cache takes "
+        "after it has read some tokens; then let the cache grow until it catches up.",
+        "a tensor's bytes are its number of elements times the bytes of one element. The weights are the "
+        "model's parameters (each tensor once); the cache holds a key and a value tensor per layer, "
+        "cache.layers[i].k and .v. Feed batch_size sequences, and after the first call one token at a time.",
+        "a sketch: the weights' bytes are the sum of p.numel() * p.element_size() over model.parameters(); take "
+        "an empty cache from model.new_cache(); feed a (batch_size, 1) tensor of zeros (dtype torch.long) with "
+        "start_pos S = 0, 1, 2, ..., and after each call add up the same product over every layer's .k and .v; "
+        "stop at the first length whose bytes reach the weights', and wrap it in torch.tensor.",
     ),
-    difficulty=1,
-    minutes=5,
+    difficulty=3,
+    minutes=30,
     kind="measure",
 )
 

@@ -1,15 +1,18 @@
 """Checks for notebook 05's exercises: split and merge heads, a multi-head forward pass, ``repeat_kv``,
-self-attention from the packed weights of :class:`torch.nn.MultiheadAttention`, and a GQA layer's parameters.
+self-attention from the packed weights of :class:`torch.nn.MultiheadAttention`, a GQA layer's parameters
+(measured: the learner builds the projections on the meta device and counts them), and 05.7, grouped-query
+attention end to end.
 
 The references are :func:`attn_edu.multihead.split_heads`, :func:`attn_edu.multihead.merge_heads`,
-:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in; biases only for 05.5),
-:func:`attn_edu.multihead.repeat_kv` and :func:`attn_edu.multihead.attention_parameter_count`, whose answer
-05.6 also checks against the tensors of a real module. Cases use odd head counts, sizes that are not powers of
+:class:`attn_edu.multihead.MultiHeadAttention` (weights copied in; biases only for 05.5; ``num_kv_heads`` and
+``is_causal`` for 05.7), :func:`attn_edu.multihead.repeat_kv`, and for 05.6 the tensors of a real
+MultiHeadAttention built on the meta device. Cases use odd head counts, sizes that are not powers of
 two, ``T != S`` and ``T != D`` (so that a transposed result cannot pass by having the right shape). The
 known-wrong versions below are the usual slips: a reshape that cuts tokens instead of channels,
 channels dealt out to heads in turn, transposing the wrong dimensions, a missing ``W^O``, the scale
 ``1/sqrt(C)`` instead of ``1/sqrt(D)``, kv heads tiled instead of repeated in place, torch's
-``(out, in)`` weights used untransposed or its biases left out, and K and V counted at full width.
+``(out, in)`` weights used untransposed or its biases left out, K and V counted at full width, and in 05.7
+kv heads shared in the wrong order, no causal mask, a missing scale.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import math
 
 import torch
 
-from attn_edu import masks, multihead
+from attn_edu import masks
 from attn_edu.grading.exercise import (
     OVERFLOW_HINT,
     Case,
@@ -490,11 +493,15 @@ def _count_cases(g: torch.Generator) -> list[Case]:
     ]
 
 
-def _count_holds(case: Case, output: torch.Tensor) -> str | None:
-    d_model, num_heads, num_kv_heads, bias = case.args
+def _module_count(d_model: int, num_heads: int, num_kv_heads: int, bias: bool) -> int:
+    """The numbers a real MultiHeadAttention holds, built on the meta device (shapes without memory)."""
     with torch.device("meta"):
         layer = MultiHeadAttention(d_model, num_heads, num_kv_heads=num_kv_heads, bias=bias)
-    counted = sum(p.numel() for p in layer.parameters())  # the tensors themselves, not a formula
+    return sum(p.numel() for p in layer.parameters())  # the tensors themselves, not a formula
+
+
+def _count_holds(case: Case, output: torch.Tensor) -> str | None:
+    counted = _module_count(*case.args)
     if output.ndim != 0 or output.is_floating_point() or int(output) != counted:
         return f"the module's tensors hold {counted:,} numbers (sum of p.numel()), the answer says {output.tolist()}"
     return None
@@ -511,11 +518,11 @@ def _count_with(d_model, num_heads, num_kv_heads, bias, *, kv_width=None, bias_w
 PARAMETER_COUNT = Exercise(
     exercise_id="05.6",
     kind="measure",
-    title="the parameters of a grouped-query attention layer: W^Q, W^O full width, W^K, W^V only H_kv heads wide",
+    title="measure a grouped-query attention layer's size: build its four projections on the meta device, count",
     function_name="attention_parameter_count",
     arg_names=("d_model", "num_heads", "num_kv_heads", "bias"),
     reference=lambda d_model, num_heads, num_kv_heads, bias: torch.tensor(
-        multihead.attention_parameter_count(d_model, num_heads, num_kv_heads=num_kv_heads, bias=bias)
+        _module_count(d_model, num_heads, num_kv_heads, bias)
     ),
     make_cases=_count_cases,
     mistakes=(
@@ -549,17 +556,145 @@ PARAMETER_COUNT = Exercise(
         ),
     ),
     hints=(
-        "list the four projections as linear layers, each with its in and out features; under GQA only "
-        "two of them get smaller.",
-        "head_dim is d_model / num_heads. W^Q and W^O are d_model × d_model; W^K and W^V map d_model to "
-        "num_kv_heads · head_dim. A linear layer from i to o features holds i · o weights and, with a "
-        "bias, o more.",
-        "a sketch: add the four weight counts; when bias is True add the four out-feature counts; hand the "
-        "total back as a 0-d int64 tensor (torch.tensor of a Python int).",
+        "measure instead of adding up a formula: build the layer's four projections as linear layers, "
+        "without bias when bias is False, and count the numbers their tensors hold. On the meta device "
+        "a layer has shapes but no memory, so a Llama-sized one costs nothing.",
+        "each projection reads d_model features. The query and output projections write d_model; under "
+        "GQA the key and value projections write only the features of the num_kv_heads heads they keep, "
+        "each d_model / num_heads wide. Then add up the element counts of every parameter.",
+        "a sketch: head_dim = d_model // num_heads; under with torch.device('meta'): build nn.Linear("
+        "d_model, d_model, bias=bias) for q and out, nn.Linear(d_model, num_kv_heads * head_dim, "
+        "bias=bias) for k and v; then add p.numel() over every p of every layer's parameters() and "
+        "hand the sum back through torch.tensor.",
     ),
-    difficulty=1,
-    minutes=10,
+    difficulty=2,
+    minutes=15,
 )
 
 
-EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV, TORCH_MHA, PARAMETER_COUNT)
+# ---------------------------------------------------------------------------------------------------------
+# 05.7 grouped-query attention end to end: project, split, share the kv heads, attend causally, merge, W^O
+
+
+def _gqa_case(g: torch.Generator, B: int, T: int, C: int, H: int, H_kv: int) -> Case:
+    D = C // H
+    weights = (_weight(g, C, C), _weight(g, H_kv * D, C), _weight(g, H_kv * D, C), _weight(g, C, C))
+    return Case((_randn(g, B, T, C), *weights, H, H_kv))  # x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads
+
+
+def _gqa_cases(g: torch.Generator) -> list[Case]:
+    return [
+        _gqa_case(g, 2, 5, 12, 6, 2),  # three query heads per kv head, D = 2
+        _gqa_case(g, 1, 7, 15, 5, 1),  # MQA: one kv head for five query heads
+        _gqa_case(g, 3, 4, 24, 4, 2),  # D = 6
+        _gqa_case(g, 2, 6, 14, 7, 7),  # H_kv = H: plain multi-head attention
+        _gqa_case(g, 1, 9, 36, 6, 3),  # D = 6, two query heads per kv head
+        _sharp_gqa(_gqa_case(g, 2, 6, 16, 4, 2)),  # the last query's largest score 200: exp overflows
+    ]
+
+
+def _sharp_gqa(case: Case) -> Case:
+    """The case with its last token scaled so that its query's largest score is 200 or more, past exp's float32
+    range; under the causal mask only the last query sees the last key, so every other row is left as it was."""
+    x, w_q, w_k, w_v, w_o, H, H_kv = case.args
+    q = split_heads(x @ w_q.T, H)  # (B, H, T, D)
+    k = repeat_kv(split_heads(x @ w_k.T, H_kv), H // H_kv)  # (B, H, T, D)
+    last = q[..., -1:, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, 1, T)
+    x_sharp = x.clone()
+    x_sharp[:, -1] *= 200.0 / last.max()  # (B, T, C): the last token's query, key and value grow
+    return Case((x_sharp, w_q, w_k, w_v, w_o, H, H_kv))
+
+
+def _gqa_reference(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+    layer = MultiHeadAttention(x.shape[-1], num_heads, num_kv_heads=num_kv_heads, bias=False)
+    with torch.no_grad():
+        for proj, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.out_proj, w_o)]:
+            proj.weight.copy_(w)
+        return layer(x, is_causal=True)  # (B, T, C)
+
+
+def _tiled_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    return x.repeat(1, n_rep, 1, 1)  # (B, H, S, D), kv heads in turn: 0, 1, 0, 1 instead of 0, 0, 1, 1
+
+
+def _gqa_variant(
+    x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, *, share=repeat_kv, merge=merge_heads, scale_dim=None,
+    causal=True, out=True, softmax=torch.softmax,
+):  # fmt: skip
+    """Grouped-query attention with one piece swapped for a wrong one (the known mistakes below)."""
+    T, n_rep = x.shape[-2], num_heads // num_kv_heads
+    q = split_heads(x @ w_q.T, num_heads)  # (B, H, T, D)
+    k = share(split_heads(x @ w_k.T, num_kv_heads), n_rep)  # (B, H_kv, T, D) -> (B, H, T, D)
+    v = share(split_heads(x @ w_v.T, num_kv_heads), n_rep)  # (B, H, T, D)
+    width = q.shape[-1] if scale_dim is None else scale_dim
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, H, T, T)
+    if causal:
+        scores = scores.masked_fill(~masks.causal_mask(T), float("-inf"))
+    merged = merge(softmax(scores, dim=-1) @ v)  # (B, H, T, D) -> (B, T, C)
+    return merged @ w_o.T if out else merged  # (B, T, C)
+
+
+def _unshifted_gqa(*args) -> torch.Tensor:
+    return _gqa_variant(*args, softmax=unshifted_softmax)  # (B, T, C), NaN rows past a score of 88
+
+
+GQA = Exercise(
+    exercise_id="05.7",
+    title="grouped-query attention end to end: H query heads share H_kv key/value heads, causal, then W^O",
+    function_name="gqa_attention",
+    arg_names=("x", "w_q", "w_k", "w_v", "w_o", "num_heads", "num_kv_heads"),
+    reference=_gqa_reference,
+    make_cases=_gqa_cases,
+    mistakes=(
+        Mistake(
+            lambda *a: _gqa_variant(*a, share=_tiled_kv),
+            "the kv heads are shared in the wrong order: the copies were laid out in turn, so query head 1 "
+            "reads kv head 1 instead of kv head 0. Each kv head serves a block of neighbouring query heads: "
+            "copy every kv head in place, as in 05.4, before moving to the next.",
+        ),
+        Mistake(
+            lambda *a: _gqa_variant(*a, scale_dim=1),
+            "the scores are not scaled: divide them by the square root of the head width D = C / num_heads.",
+        ),
+        Mistake(
+            lambda *a: _gqa_variant(*a, scale_dim=a[0].shape[-1]),
+            "the scores are divided by the square root of the model width C; each head compares D = C / "
+            "num_heads numbers, so the square root of D.",
+        ),
+        Mistake(
+            lambda *a: _gqa_variant(*a, merge=_merge_by_reshape),
+            "the heads are merged in the wrong order: the head axis must move back behind the tokens before "
+            "the last two axes are folded into C, else token t receives other tokens' outputs.",
+        ),
+        Mistake(
+            lambda *a: _gqa_variant(*a, causal=False),
+            "the causal mask is missing: token t may attend to keys 0 .. t only, so hide the later keys "
+            "before the softmax.",
+        ),
+        Mistake(
+            lambda *a: _gqa_variant(*a, out=False),
+            "W^O is missing: after merging the heads, the output projection w_o mixes them and is part of "
+            "the layer.",
+        ),
+        Mistake(_unshifted_gqa, OVERFLOW_HINT),
+    ),
+    diagnoses=(overflow_diagnosis(_unshifted_gqa),),
+    hints=(
+        "it is 05.3 with one change in the middle: the key and value projections make only num_kv_heads "
+        "heads, and each of them is shared by a block of num_heads / num_kv_heads neighbouring query "
+        "heads. Bring them to num_heads heads, and the rest is ordinary causal multi-head attention.",
+        "project (w_k and w_v map C to num_kv_heads · D features, D = C / num_heads), split every "
+        "projection into its own number of heads, repeat each kv head in place as in 05.4 so that kv head "
+        "j serves query heads j · n_rep .. (j + 1) · n_rep - 1, hide the future keys with -inf, softmax "
+        "over the keys, merge as in 05.2 and apply w_o.",
+        "a sketch: q = split_heads(x @ w_q.T, num_heads); k = repeat_kv(split_heads(x @ w_k.T, "
+        "num_kv_heads), num_heads // num_kv_heads), the same for v; scores = q @ k.transpose(-2, -1) / "
+        "math.sqrt(D), masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf')); "
+        "merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T.",
+    ),
+    difficulty=3,
+    minutes=35,
+)
+
+
+EXERCISES = (SPLIT, MERGE, MHA, REPEAT_KV, TORCH_MHA, PARAMETER_COUNT, GQA)
