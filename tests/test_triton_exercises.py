@@ -406,8 +406,10 @@ def test_the_bounds_watch_turns_itself_off_where_triton_lacks_what_it_uses(
 def test_gpu_checks_exercise_stage_passes_the_solution_kernels() -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1"}
     env.pop("ATTN_EDU_STRICT", None)
+    # Two kernels are checked here (the grading command's test above passes all eight solution kernels); every
+    # one is still found in the notebook and listed, so the stage on a GPU checks them all.
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "check_triton_exercises.py")],
+        [sys.executable, str(ROOT / "scripts" / "check_triton_exercises.py"), "12.4", "12.14"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -416,5 +418,7 @@ def test_gpu_checks_exercise_stage_passes_the_solution_kernels() -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(TRITON_EXERCISES) == 8, TRITON_EXERCISES
-    passed = [f"Exercise {i} passed:" in done.stdout for i in TRITON_EXERCISES]
-    assert all(passed) and "device: cpu" in done.stdout, done.stdout
+    assert f"8 Triton exercises: {', '.join(sorted(TRITON_EXERCISES, key=done.stdout.index))}" in done.stdout
+    assert "missing" not in done.stdout and "device: cpu" in done.stdout, done.stdout
+    passed = [f"Exercise {i} passed:" in done.stdout for i in ("12.4", "12.14")]
+    assert all(passed) and done.stdout.count("passed:") == 2, done.stdout

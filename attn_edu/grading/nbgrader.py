@@ -113,8 +113,8 @@ def source_assignment(path: Path, secret: str | None = None) -> nbformat.Noteboo
         >>> nb = source_assignment(Path("solutions/04_masks.ipynb"))
         >>> [c.source for c in nb.cells if c.metadata["nbgrader"]["grade"]][0]
         'display(check("04.1", causal_mask, strict=True))'
-        >>> sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells)  # 5 exercises (13 points), 3 questions
-        16
+        >>> sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells)  # 5 exercises (18 points), 3 questions
+        21
     """
     solution = nbformat.read(path, as_version=4)
     _, ids = strip_solutions(solution, str(path))  # the same marker rules as the exercise generator
