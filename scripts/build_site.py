@@ -16,7 +16,7 @@ so the site is exactly what the committed notebooks hold and builds in seconds. 
   pages, so that ``![alt](figures/query_path.svg)`` shows on the site as in JupyterLab;
 - an "Open in Colab" and a "Launch Binder" button on every page, made from ``attn_edu.links.REPOSITORY``
   (plain links: the badges' pictures would be fetched from their hosts);
-- a notebook named in the text (``exercises/04_masks.ipynb``) links to its page, and a notebook's links
+- a notebook named in the text (``exercises/04_masks_exercises.ipynb``) links to its page, and a notebook's links
   (``[notebook 05](05_multi_head.ipynb)``, ``../README.md#...``) reach that page, or the file on GitHub.
 
 The Colab install cell is left out, and a cell whose source the notebook collapses (JupyterLab's
@@ -148,7 +148,7 @@ class Renderer:
     # -- text ----------------------------------------------------------------------------------------------
 
     def _target(self, named: str) -> Page | None:
-        """The page of a notebook named as a path (``exercises/04_masks.ipynb``) or a bare file name."""
+        """The page of a notebook named as a path (``exercises/04_masks_exercises.ipynb``) or a bare file name."""
         by_path = {p.notebook: p for p in self.pages}
         by_name = {Path(p.notebook).name: p for p in self.pages if p.kind == self.page.kind}
         return by_path.get(named) or by_path.get(f"{self.page.kind}/{named}") or by_name.get(named)
@@ -175,7 +175,7 @@ class Renderer:
 
     def _link_notebooks(self, text: str) -> str:
         """Links to notebooks and repository files made right for the page (``_href``), and a notebook named in
-        the text (``<code>exercises/04_masks.ipynb</code>``, outside a link) made a link to its page."""
+        the text (``<code>exercises/04_masks_exercises.ipynb</code>``, outside a link) made a link to its page."""
 
         def link(found: re.Match) -> str:
             if found.group("href") is not None:

@@ -26,7 +26,7 @@ from attn_edu.grading.protocol import Outcome
 from attn_edu.grading.registry import exercises, questions
 
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product.ipynb"
+EXERCISE = ROOT / "exercises" / "02_qkv_scaled_dot_product_exercises.ipynb"
 SOLUTION = ROOT / "solutions" / "02_qkv_scaled_dot_product.ipynb"
 LIMITS = ["--timeout", "3", "--cell-timeout", "4", "--notebook-timeout", "15", "--memory-mb", "2048"]
 # These submissions test what a plain process survives; the sandbox's own guarantees are tested with the attacks

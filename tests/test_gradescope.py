@@ -162,9 +162,9 @@ def test_the_readmes_run_autograder_writes_valid_results(tmp_path: Path) -> None
     (autograder / "results").mkdir()
     # A learner's exercise notebook with every answer right, renamed: its metadata says which notebook it is.
     answered = json.loads(SOLUTION.read_text(encoding="utf-8"))
-    answered["metadata"] = json.loads((ROOT / "exercises" / SOLUTION.name).read_text(encoding="utf-8"))[
-        "metadata"
-    ]
+    answered["metadata"] = json.loads(
+        (ROOT / "exercises" / f"{SOLUTION.stem}_exercises.ipynb").read_text(encoding="utf-8")
+    )["metadata"]
     (autograder / "submission" / "my_answers.ipynb").write_text(json.dumps(answered), encoding="utf-8")
     metadata = {
         "users": [{"email": "ada@example.edu", "id": 1, "name": "Ada"}],

@@ -45,7 +45,7 @@ from attn_edu.grading.registry import get_exercise, get_question
 from attn_edu.grading.result import Status
 
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISE = ROOT / "exercises" / "04_masks.ipynb"
+EXERCISE = ROOT / "exercises" / "04_masks_exercises.ipynb"
 SOLUTION = ROOT / "solutions" / "04_masks.ipynb"
 SECRET = "attack-tests"
 LOCK = (

@@ -112,7 +112,7 @@ def test_every_solution_and_exercise_notebook_holds_its_questions() -> None:
         if question_id.startswith("00."):  # notebook 00's practice question: course/00 shows it
             continue
         solution = _cells(_solution(question_id))
-        exercise = _cells(ROOT / "exercises" / _solution(question_id).name)
+        exercise = _cells(ROOT / "exercises" / f"{_solution(question_id).stem}_exercises.ipynb")
         heading = f"## Question {question_id} · {badge(question)}"
         assert any(_source(c).startswith(heading) for c in solution if c["cell_type"] == "markdown"), heading
         text = "\n".join(_source(c) for c in solution if c["cell_type"] == "markdown")
@@ -229,7 +229,7 @@ def test_the_grader_grades_answers_in_the_solution_and_the_exercise_notebook() -
     solution = _graded(ROOT / "solutions" / "03_scaling_variance.ipynb")
     assert {i: r["status"] for i, r in solution.items()} == {i: "PASS" for i in solution}
     assert {"03.q1", "03.q2"} <= set(solution) and set(exercises()) >= {i for i in solution if ".q" not in i}
-    untouched = _graded(ROOT / "exercises" / "03_scaling_variance.ipynb")
+    untouched = _graded(ROOT / "exercises" / "03_scaling_variance_exercises.ipynb")
     assert untouched["03.q1"]["status"] == "NOT_ATTEMPTED" and untouched["03.q2"]["status"] == "NOT_ATTEMPTED"
 
 

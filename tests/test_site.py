@@ -42,9 +42,9 @@ def hrefs(html: str) -> list[str]:
 
 def test_a_link_to_a_notebook_reaches_its_page(renderer) -> None:
     html = renderer.markdown(
-        "Next, [notebook 05](05_multi_head.ipynb) and [its set](../exercises/05_multi_head.ipynb)."
+        "Next, [notebook 05](05_multi_head.ipynb) and [its set](../exercises/05_multi_head_exercises.ipynb)."
     )
-    assert hrefs(html) == ["../course/05_multi_head.html", "../exercises/05_multi_head.html"]
+    assert hrefs(html) == ["../course/05_multi_head.html", "../exercises/05_multi_head_exercises.html"]
 
 
 def test_a_link_to_a_repository_file_goes_to_github_with_its_heading(renderer) -> None:
@@ -60,9 +60,9 @@ def test_other_links_are_left_as_written(renderer) -> None:
 
 def test_a_notebook_named_as_code_becomes_one_link_never_a_link_in_a_link(renderer) -> None:
     html = renderer.markdown(
-        "Open `exercises/04_masks.ipynb`, or [`exercises/04_masks.ipynb`](../exercises/04_masks.ipynb)."
+        "Open `exercises/04_masks_exercises.ipynb`, or [`exercises/04_masks_exercises.ipynb`](../exercises/04_masks_exercises.ipynb)."
     )
-    assert hrefs(html) == ["../exercises/04_masks.html", "../exercises/04_masks.html"]
+    assert hrefs(html) == ["../exercises/04_masks_exercises.html", "../exercises/04_masks_exercises.html"]
     assert "</a></a>" not in html and html.count("<a ") == html.count("</a>") == 2
 
 

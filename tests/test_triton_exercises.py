@@ -31,7 +31,7 @@ pytest.importorskip("triton")
 pytestmark = pytest.mark.triton
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISE = ROOT / "exercises" / "12_flash_attention.ipynb"
+EXERCISE = ROOT / "exercises" / "12_flash_attention_exercises.ipynb"
 SOLUTION = ROOT / "solutions" / "12_flash_attention.ipynb"
 TRITON_EXERCISES = tuple(i for i, e in exercises().items() if e.kind == "triton")  # the ladder's eight steps
 

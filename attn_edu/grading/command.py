@@ -1,8 +1,8 @@
 """Grade learner notebooks: ``python -m attn_edu.grade PATH... [--json FILE] [--csv FILE] [--format F]``.
 
 PATH is a notebook or a folder of notebooks (one per learner: a learner's id is the first folder below the
-one named, ``submissions/ada/04_masks.ipynb`` is ``ada``, else the file's name; ``--learner`` sets it). For
-each notebook the grader
+one named, ``submissions/ada/04_masks_exercises.ipynb`` is ``ada``, else the file's name; ``--learner`` sets
+it). For each notebook the grader
 
 1. picks the exercises from the notebook number (``--notebook NN``, else the notebook's
    ``metadata.attn_edu.notebook`` written by :mod:`attn_edu.grading.generate`, else a ``NN_`` file name);
@@ -73,7 +73,7 @@ UNREADABLE = "the file is not a readable notebook (.ipynb JSON with a list of ce
 
 def find_notebooks(paths: list[Path]) -> list[tuple[Path, str]]:
     """The notebooks named on the command line, folders expanded (sorted, checkpoints skipped), each with its
-    learner's id: the first folder below the folder named (``submissions/ada/04_masks.ipynb``: ``ada``;
+    learner's id: the first folder below the folder named (``submissions/ada/04_masks_exercises.ipynb``: ``ada``;
     nbgrader's ``submitted/ada/ps1/04_masks.ipynb``: ``ada``), else the file's name without ``.ipynb``."""
     found: list[tuple[Path, str]] = []
     for path in paths:

@@ -1,4 +1,4 @@
-"""Write ``exercises/NN_*.ipynb`` from ``solutions/NN_*.ipynb``, the only copy edited by hand.
+"""Write ``exercises/NN_*_exercises.ipynb`` from ``solutions/NN_*.ipynb``, the only copy edited by hand.
 
 A solution notebook marks each exercise in a code cell::
 
@@ -164,9 +164,15 @@ def render(path: Path) -> str:
     return nbformat.writes(out) + "\n"
 
 
+def exercise_name(solution: Path) -> str:
+    """``04_masks_exercises.ipynb`` for ``solutions/04_masks.ipynb``: named apart from the lecture
+    ``course/04_masks.ipynb``, so that the two open side by side as two tabs that say which is which."""
+    return f"{Path(solution).stem}_exercises.ipynb"
+
+
 def build(solutions: Path, exercises: Path, *, check: bool = False) -> list[Path]:
     """Write (or with ``check``, only compare) every exercise notebook; return the files that differ."""
-    wanted = {exercises / p.name: render(p) for p in sorted(solutions.glob("[0-9][0-9]_*.ipynb"))}
+    wanted = {exercises / exercise_name(p): render(p) for p in sorted(solutions.glob("[0-9][0-9]_*.ipynb"))}
     stale = [p for p in sorted(exercises.glob("*.ipynb")) if p not in wanted]
     differ = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
     if not check:

@@ -179,7 +179,7 @@ DIAGRAMS: dict[str, Diagram] = {
         flash_tile_loop,
         {"num_q_blocks": 4, "num_k_blocks": 4, "query_block": 1, "causal": False, "block": 4},
         "12_flash_attention",
-        "§4 Tiled attention in PyTorch (after the data-flow figure, cell 18)",
+        "§4 Tiled attention in PyTorch (after the data-flow figure, cell 19; its explorer follows)",
         "The score matrix in 4 by 4 tiles; query block 1 walks along its row of tiles, one key block at a time. "
         "On chip: the query tile, held; the current key and value tiles, streamed; the score tile, discarded "
         "after use; and the running max, sum and accumulator, kept. A table gives one row's running max and sum "
@@ -189,7 +189,7 @@ DIAGRAMS: dict[str, Diagram] = {
         backward_recompute,
         {"T": 20, "S": 28, "D": 16, "block": 8},
         "12_flash_attention",
-        "§7 The backward pass: recompute, don't store (after the equations, cell 31)",
+        "§7 The backward pass: recompute, don't store (after the equations, cell 36)",
         "The forward pass keeps the output and one log-sum-exp per query (20 numbers) instead of the 20 by 28 "
         "weights. The backward recomputes each tile of weights as exp(S − lse), then the gradients of V, of the "
         "weights and scores, and of Q and K, tile by tile.",

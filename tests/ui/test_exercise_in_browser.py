@@ -1,6 +1,6 @@
 """An exercise notebook as a learner works it, in JupyterLab in a real (headless) browser.
 
-In ``exercises/03_scaling_variance.ipynb``, which must open unmodified (no "save changes?" when a learner
+In ``exercises/03_scaling_variance_exercises.ipynb``, which must open unmodified (no "save changes?" when a learner
 closes it untouched), the test runs every cell (each check says "not attempted"),
 then types into the stub of exercise 03.3, with the keyboard, in the cell's editor:
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.ui
 # polling otherwise takes a share of the cores the notebook's kernel needs.
 POLL_MS = 500
 
-NOTEBOOK = "exercises/03_scaling_variance.ipynb"
+NOTEBOOK = "exercises/03_scaling_variance_exercises.ipynb"
 CHECK_TIMEOUT_MS = 60_000
 
 STUB_HEAD = '''# Exercise 03.3: return the entropy in nats of each row of attention weights, with 0·log 0 = 0

@@ -74,8 +74,12 @@ def _saved_pictures(state: dict, model_id: str) -> int:
     return inside + sum("image/png" in o.get("data", {}) for o in outputs)
 
 
+DIAGRAM = re.compile(r"!\[[^\]]*\]\(figures/[^)\s]+\)")
+
+
 def _expected(notebook: str) -> dict[str, int]:
-    """What the notebook holds, counted here from the notebook itself: formulas and pictures."""
+    """What the notebook holds, counted here from the notebook itself: formulas and pictures (stored outputs and
+    the diagrams its text shows)."""
     nb = nbformat.read(REPO / notebook, as_version=4)
     formulas = sum(
         len(FORMULA.findall(CODE.sub("", c.source))) for c in nb.cells if c.cell_type == "markdown"
@@ -85,6 +89,8 @@ def _expected(notebook: str) -> dict[str, int]:
     )
     pictures = 0
     for cell in nb.cells:
+        if cell.cell_type == "markdown":  # the diagrams: ![alt](figures/name.svg)
+            pictures += len(DIAGRAM.findall(cell.source))
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if WIDGET_VIEW in data:  # an explorer: the figures it saved
