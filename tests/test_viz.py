@@ -1,6 +1,7 @@
 """attn_edu.viz: each figure shows exactly the numbers it was given, labels what they mean, and
 rejects bad input with a message naming the argument."""
 
+import colorsys
 import math
 
 import matplotlib
@@ -12,6 +13,7 @@ from matplotlib.patches import Arc, FancyArrowPatch
 
 from attn_edu import viz
 from attn_edu.masks import causal_mask
+from attn_edu.viz.common import contrast_ratio
 
 matplotlib.use("Agg")  # no display needed; set before any figure exists
 
@@ -62,7 +64,7 @@ def test_plot_attention_shows_the_weights_with_tokens_and_values():
         0.0,
         pytest.approx(float(weights.max())),
     )  # scale starts at 0
-    assert colorbar.get_ylabel() == "attention weight"
+    assert colorbar.get_ylabel().startswith("attention weight") and "white" in colorbar.get_ylabel()
 
 
 def test_plot_attention_large_matrix_is_not_annotated_and_accepts_arrays():
@@ -1170,8 +1172,15 @@ def test_plot_flash_dataflow_shades_the_key_blocks_already_streamed(num_blocks, 
     ax = fig.axes[0]
     blocks = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() == pytest.approx(0.8)]
     assert len(blocks) == 4 * num_blocks  # Q, K, V and O in HBM, num_blocks blocks each
-    streamed = [p for p in blocks if matplotlib.colors.to_hex(p.get_facecolor()) == "#f3c8a8"]
-    assert len(streamed) == 2 * key_block  # the K and V blocks before the current one
+    shaded = [p for p in blocks if matplotlib.colors.to_hex(p.get_facecolor()) != "#ffffff"]
+    for role, column in (("key", 1.6), ("value", 2.8)):  # K's and V's blocks: read (pale) and the current one
+        faces = [p.get_facecolor() for p in shaded if p.get_x() == pytest.approx(column)]
+        assert len(faces) == key_block + 1
+        assert faces[key_block] == matplotlib.colors.to_rgba(viz.ROLE_COLORS[role])  # the current block
+        hue = colorsys.rgb_to_hsv(*faces[key_block][:3])[0]
+        for face in faces[:key_block]:  # already read: its role's hue, paler
+            assert colorsys.rgb_to_hsv(*face[:3])[0] == pytest.approx(hue, abs=0.02)
+            assert contrast_ratio(face, "white") < contrast_ratio(faces[key_block], "white")
     labels = {t.get_text() for t in ax.texts}
     assert f"$Q_{{{query_block}}}$" in labels and f"$K_{{{key_block}}}$" in labels
     plt.close(fig)

@@ -92,7 +92,7 @@ from attn_edu.viz.training import moving_average, plot_loss_bands
 from attn_edu.viz.decoding import plot_cache_vs_weights, plot_decode_times, plot_sampling_rules
 from attn_edu.viz.induction import plot_loss_by_repeat, plot_training_loss
 from attn_edu.viz.model_cards import KIND_COLORS, plot_layer_kinds
-from attn_edu.viz.common import ROLE_COLORS
+from attn_edu.viz.common import ROLE_COLORS, SCORES_CMAP, WEIGHTS_CMAP, text_color_on
 from attn_edu.viz.diagrams_traffic import plot_kernel_traffic
 # isort: on
 
@@ -139,5 +139,8 @@ __all__ = [
     "KIND_COLORS",
     "plot_layer_kinds",
     "ROLE_COLORS",
+    "WEIGHTS_CMAP",
+    "SCORES_CMAP",
+    "text_color_on",
     "plot_kernel_traffic",
 ]

@@ -6,7 +6,9 @@ Used by every file of the package. Each plot function turns its arguments into p
 name the argument, the expected shape in legend letters, and what arrived.
 
 It also holds the colours every figure shares, one per role in attention (:data:`ROLE_COLORS`): a query is
-the same blue in a schematic diagram, a heatmap's legend and a kernel's traffic picture.
+the same blue in a schematic diagram, a heatmap's legend and a kernel's traffic picture. Weights and scores
+have one colour scale, built on the scores' red (:data:`WEIGHTS_CMAP`, and :func:`score_scale` for values
+of either sign): white is always 0, "no attention", the lightest colour of every heatmap.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.colors import Colormap, LinearSegmentedColormap, to_hex, to_rgb
 from matplotlib.figure import Figure
 
 from attn_edu._validate import check_shape
@@ -35,6 +38,86 @@ ROLE_COLORS = {
     "output": "#55a868",
 }
 HIDDEN_COLOR = "#d9d9d9"  # what a mask hides, a tile that is skipped: light grey, receding
+
+
+def lighter(color: str, share: float) -> str:
+    """``color`` mixed with white, ``share`` of the way (0: the colour itself, 1: white): a paler shade.
+
+    Example:
+        >>> lighter("#c44e52", 0.0), lighter("#c44e52", 1.0)
+        ('#c44e52', '#ffffff')
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share: expected a number in [0, 1], got {share!r}")
+    return to_hex(1.0 - (1.0 - np.asarray(to_rgb(color))) * (1.0 - share))
+
+
+# Attention weights and scores: one colour scale, built on the scores' role colour. White where a query gives
+# a key no attention, the scores red in the middle, a darker red at the top. Lightness falls steadily from end
+# to end (perceptually ordered), so a darker cell is always a larger weight, in colour and in grey print. A
+# scale for values of both signs (raw scores, a score bias) continues below 0 in a neutral grey of the same
+# lightness as the red at the same distance from 0: white is always 0. No query blue or key orange on it.
+SCORES_DARK = "#562224"  # the scores red at 44 % of its brightness, as light as NEUTRAL_DARK
+NEUTRAL_MID = "#757575"  # a grey as light as the scores red: no role's colour
+NEUTRAL_DARK = "#333333"  # a grey as light as SCORES_DARK
+WEIGHTS_CMAP = LinearSegmentedColormap.from_list(
+    "attn_edu_weights", ["#ffffff", ROLE_COLORS["scores"], SCORES_DARK]
+)
+SCORES_CMAP = LinearSegmentedColormap.from_list(
+    "attn_edu_scores", [NEUTRAL_DARK, NEUTRAL_MID, "#ffffff", ROLE_COLORS["scores"], SCORES_DARK]
+)  # its upper half is WEIGHTS_CMAP
+BELOW_ZERO_CMAP = LinearSegmentedColormap.from_list(
+    "attn_edu_scores_below_zero", [NEUTRAL_DARK, NEUTRAL_MID, "#ffffff"]
+)  # the lower half of SCORES_CMAP
+SHARED_CMAPS = (WEIGHTS_CMAP, SCORES_CMAP, BELOW_ZERO_CMAP)
+
+
+def score_scale(low: float, high: float) -> tuple[Colormap, float, float]:
+    """The shared colour scale (colour map, lowest and highest value) for numbers from ``low`` to ``high``.
+
+    Never negative (attention weights): :data:`WEIGHTS_CMAP` from 0 (white) up. Never positive (ALiBi's bias):
+    the grey half below 0, up to 0 (white). Both signs: :data:`SCORES_CMAP`, symmetric about 0, so white is 0.
+
+    Example:
+        >>> cmap, vmin, vmax = score_scale(0.0, 0.8)
+        >>> cmap.name, vmin, vmax
+        ('attn_edu_weights', 0.0, 0.8)
+        >>> score_scale(-2.0, 0.5)[0].name, score_scale(-2.0, 0.5)[1:]
+        ('attn_edu_scores', (-2.0, 2.0))
+    """
+    low, high = float(low), float(high)
+    if low >= 0:
+        return WEIGHTS_CMAP, 0.0, high if high > 0 else 1.0
+    if high <= 0:
+        return BELOW_ZERO_CMAP, low, 0.0
+    extent = max(-low, high)
+    return SCORES_CMAP, -extent, extent
+
+
+def _relative_luminance(color: Any) -> float:
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(first: Any, second: Any) -> float:
+    """How far apart two colours are in lightness, as WCAG 2 measures it for text: 1 (same) to 21.
+
+    Example:
+        >>> round(contrast_ratio("black", "white"), 1)
+        21.0
+    """
+    a, b = sorted((_relative_luminance(first), _relative_luminance(second)))
+    return (b + 0.05) / (a + 0.05)
+
+
+def text_color_on(background: Any) -> str:
+    """Black or white, whichever reads better on ``background``: its contrast is always at least 4.58 : 1.
+
+    Example:
+        >>> text_color_on("#ffffff"), text_color_on("#562224")
+        ('black', 'white')
+    """
+    return "black" if contrast_ratio("black", background) >= contrast_ratio("white", background) else "white"
 
 
 def as_tensor(name: str, x: Any) -> torch.Tensor:

@@ -1,7 +1,10 @@
 """FlashAttention's online softmax, one block at a time: the running max and sum, and the estimate so far.
 
 Used by notebook 12's explorer, which computes the numbers with
-:func:`attn_edu.flash.online_softmax_steps`.
+:func:`attn_edu.flash.online_softmax_steps`. Every colour is a role's (:data:`attn_edu.viz.common.ROLE_COLORS`):
+scores and the tiles of scores a program computes in the scores' red, a mask in its grey, what is skipped or
+not read yet in light grey; queries, keys, values and outputs in their own colours. What only holds numbers
+(SRAM, the running statistics) is neutral grey.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import torch
 from matplotlib.figure import Figure
 
 from attn_edu._validate import check_positive_int
-from attn_edu.viz.common import as_numbers
+from attn_edu.viz.common import HIDDEN_COLOR, NEUTRAL_DARK, ROLE_COLORS, as_numbers, lighter, text_color_on
 
 
 def plot_online_softmax(
@@ -57,7 +60,8 @@ def plot_online_softmax(
         raise ValueError(f"l_values: expected positive running sums, got min {l_run.min()}")
     seen = min(step * block_size, N)
     block_of = np.arange(N) // block_size
-    colors = np.where(block_of < step - 1, "#2b6cb0", np.where(block_of == step - 1, "#dd6b20", "#d9d9d9"))
+    read, current = lighter(ROLE_COLORS["scores"], 0.55), ROLE_COLORS["scores"]  # scores: the scores' red
+    colors = np.where(block_of < step - 1, read, np.where(block_of == step - 1, current, HIDDEN_COLOR))
     estimate = np.exp(xs[:seen] - m_run[step - 1]) / l_run[step - 1]
     final = np.exp(xs - m_run[-1]) / l_run[-1]
 
@@ -65,11 +69,11 @@ def plot_online_softmax(
     positions = np.arange(N)
     left.bar(positions, xs, color=colors)
     left.axhline(
-        m_run[step - 1], color="crimson", linestyle="--", label=f"running max m_i = {m_run[step - 1]:.2f}"
+        m_run[step - 1], color=NEUTRAL_DARK, linestyle="--", label=f"running max m_i = {m_run[step - 1]:.2f}"
     )
     for boundary in range(block_size, N, block_size):
         left.axvline(boundary - 0.5, color="grey", linewidth=0.8, alpha=0.6)
-    left.set_xlabel("position (blue: read, orange: this block, grey: not read yet)")
+    left.set_xlabel("position (light red: read, red: this block, grey: not read yet)")
     left.set_ylabel("score x")
     left.legend(loc="best", fontsize=8)
     left.set_title(f"block {step} of {n_blocks} (block size {block_size})", fontsize=10)
@@ -87,7 +91,11 @@ def plot_online_softmax(
     return fig
 
 
-CAUSAL_TILE_COLORS = ("#e6e6e6", "#4c72b0", "#dd8452")  # skipped, computed without a mask, computed with one
+# Skipped, computed without a mask, computed with one: a tile of scores computed is the scores' red (light, so
+# the mask's hatching on the diagonal tiles shows), a skipped one recedes; MASK_HATCH in the mask's grey.
+COMPUTED_TILE_COLOR = lighter(ROLE_COLORS["scores"], 0.45)
+CAUSAL_TILE_COLORS = (HIDDEN_COLOR, COMPUTED_TILE_COLOR, COMPUTED_TILE_COLOR)
+MASK_HATCH = "////"
 
 
 def causal_tile_kinds(n: int, tile: int) -> torch.Tensor:
@@ -123,7 +131,8 @@ def plot_causal_tiles(n: int, tile: int, *, title: str | None = None) -> Figure:
 
     Causal block skipping in FlashAttention (Dao 2023, §3.1.1): a key block entirely in the future of a query
     block is never loaded, and only the tiles that straddle the diagonal pay for a mask. The tiles come from
-    :func:`causal_tile_kinds`.
+    :func:`causal_tile_kinds`: skipped tiles light grey, computed ones the scores' red, and the masked ones
+    hatched in the mask's grey.
 
     Example:
         >>> fig = plot_causal_tiles(512, 64)
@@ -138,15 +147,30 @@ def plot_causal_tiles(n: int, tile: int, *, title: str | None = None) -> Figure:
     palette = matplotlib.colors.ListedColormap(list(CAUSAL_TILE_COLORS))
     fig, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
     ax.imshow(kinds.numpy(), cmap=palette, vmin=0, vmax=2)
+    for i, j in (kinds == 2).nonzero().tolist():  # the mask's hatching over the tiles that need one
+        ax.add_patch(
+            matplotlib.patches.Rectangle(
+                (j - 0.5, i - 0.5),
+                1,
+                1,
+                facecolor="none",
+                edgecolor=ROLE_COLORS["mask"],
+                hatch=MASK_HATCH,
+                lw=0,
+            )
+        )
     ax.set(
         title=title or f"causal {n} × {n} in {tile} × {tile} tiles",
         xlabel="key block j",
         ylabel="query block i",
     )
     labels = ["skipped (never loaded)", "computed, no mask", "computed, masked (diagonal)"]
+    hatches = (None, None, MASK_HATCH)
     handles = [
-        matplotlib.patches.Patch(color=color, label=label) for color, label in zip(CAUSAL_TILE_COLORS, labels)
-    ]
+        matplotlib.patches.Patch(facecolor=color, edgecolor=ROLE_COLORS["mask"] if hatch else color, hatch=hatch,
+                                 label=label)
+        for color, hatch, label in zip(CAUSAL_TILE_COLORS, hatches, labels)
+    ]  # fmt: skip
     ax.legend(handles=handles, loc="upper right", fontsize=8)
     return fig
 
@@ -253,10 +277,11 @@ def plot_flash_dataflow(*, num_blocks: int = 4, query_block: int = 1, key_block:
     """Where FlashAttention's numbers live while one program computes query block ``i`` against key block ``j``.
 
     Left, HBM: ``Q``, ``K``, ``V`` and ``O``, each cut into ``num_blocks`` blocks of rows. ``Q_i`` is read once;
-    ``K`` and ``V`` stream past one block at a time (darker: already read, the current block outlined); ``O_i``
+    ``K`` and ``V`` stream past one block at a time (pale: already read, the current block outlined); ``O_i``
     is written once, after the last key block. Right, SRAM (registers and shared memory of one SM): the tiles
     this step holds, the ``B_r × B_c`` score tile ``S_ij``, and the running ``m_i``, ``ℓ_i`` and ``acc``; no
-    ``n × n`` matrix anywhere (Dao et al. 2022, Fig. 1; Dao 2023, Algorithm 1).
+    ``n × n`` matrix anywhere (Dao et al. 2022, Fig. 1; Dao 2023, Algorithm 1). Each of ``Q``, ``K``, ``V``,
+    ``S`` and ``O`` has its role's colour; the memories and the running statistics are neutral grey.
 
     Example:
         >>> fig = plot_flash_dataflow(num_blocks=4, query_block=1, key_block=2)
@@ -270,7 +295,11 @@ def plot_flash_dataflow(*, num_blocks: int = 4, query_block: int = 1, key_block:
     for name, value in (("query_block", query_block), ("key_block", key_block)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < num_blocks:
             raise ValueError(f"{name}: expected an int in 0 .. {num_blocks - 1}, got {value!r}")
-    colors = {"q": "#4c72b0", "kv": "#dd8452", "kv_done": "#f3c8a8", "o": "#55a868", "sram": "#8172b3"}
+    colors = {
+        name: ROLE_COLORS[role]
+        for name, role in (("Q", "query"), ("K", "key"), ("V", "value"), ("O", "output"))
+    }
+    streamed = {name: lighter(colors[name], 0.6) for name in ("K", "V")}  # the blocks of K and V already read
     fig, ax = plt.subplots(figsize=(10.0, 4.2), layout="constrained")
     ax.set(xlim=(0, 10.6), ylim=(-0.9, 5.4), aspect="equal")
     ax.axis("off")
@@ -281,56 +310,56 @@ def plot_flash_dataflow(*, num_blocks: int = 4, query_block: int = 1, key_block:
     )
     ax.text(2.6, 5.05, "HBM", ha="center", fontsize=12, weight="bold")
     for name, x in columns.items():
-        ax.text(x + width / 2, 4.45, name, ha="center", fontsize=11)
+        ax.text(x + width / 2, 4.45, name, ha="center", fontsize=11, color=colors[name], weight="bold")
         for b in range(num_blocks):
             y = 4.0 - (b + 1) * block_h + 0.2
             face, edge, lw = "white", "0.4", 0.8
             if name == "Q" and b == query_block:
-                face = colors["q"]
+                face = colors["Q"]
             elif name in ("K", "V") and b < key_block:
-                face = colors["kv_done"]
+                face = streamed[name]
             elif name in ("K", "V") and b == key_block:
-                face, edge, lw = colors["kv"], "black", 2.0
+                face, edge, lw = colors[name], NEUTRAL_DARK, 2.0
             elif name == "O" and b == query_block:
                 face = "white"
-                edge, lw = colors["o"], 2.0
+                edge, lw = colors["O"], 2.0
             ax.add_patch(patches.Rectangle((x, y), width, block_h, facecolor=face, edgecolor=edge, lw=lw))
     y_i = 4.0 - (query_block + 0.5) * block_h + 0.2
     y_j = 4.0 - (key_block + 0.5) * block_h + 0.2
     for name, y, label, color in [
-        ("Q", y_i, f"$Q_{{{query_block}}}$", "white"),
-        ("K", y_j, f"$K_{{{key_block}}}$", "white"),
-        ("V", y_j, f"$V_{{{key_block}}}$", "white"),
-        ("O", y_i, f"$O_{{{query_block}}}$", colors["o"]),
+        ("Q", y_i, f"$Q_{{{query_block}}}$", text_color_on(colors["Q"])),
+        ("K", y_j, f"$K_{{{key_block}}}$", text_color_on(colors["K"])),
+        ("V", y_j, f"$V_{{{key_block}}}$", text_color_on(colors["V"])),
+        ("O", y_i, f"$O_{{{query_block}}}$", colors["O"]),
     ]:
         ax.text(columns[name] + width / 2, y, label, ha="center", va="center", color=color, weight="bold")
 
     ax.add_patch(patches.FancyBboxPatch((6.2, 0.3), 4.2, 4.3, boxstyle="round,pad=0.05", fill=False, ls="--"))
     ax.text(8.3, 5.05, "SRAM (one program)", ha="center", fontsize=12, weight="bold")
     tiles = [
-        ((6.4, 3.4), f"$Q_{{{query_block}}}$", colors["q"]),
-        ((7.8, 3.4), f"$K_{{{key_block}}}$", colors["kv"]),
-        ((9.2, 3.4), f"$V_{{{key_block}}}$", colors["kv"]),
-        ((6.4, 1.9), f"$S_{{{query_block}{key_block}}}$", "0.85"),
-        ((7.8, 1.9), "$m_i$, $\\ell_i$", "0.95"),
-        ((9.2, 1.9), "acc", colors["o"]),
+        ((6.4, 3.4), f"$Q_{{{query_block}}}$", colors["Q"]),
+        ((7.8, 3.4), f"$K_{{{key_block}}}$", colors["K"]),
+        ((9.2, 3.4), f"$V_{{{key_block}}}$", colors["V"]),
+        ((6.4, 1.9), f"$S_{{{query_block}{key_block}}}$", COMPUTED_TILE_COLOR),  # a tile of scores
+        ((7.8, 1.9), "$m_i$, $\\ell_i$", "0.95"),  # running statistics: numbers of no role
+        ((9.2, 1.9), "acc", colors["O"]),  # the output being built
     ]
     for (x, y), label, face in tiles:
-        ax.add_patch(patches.Rectangle((x, y), 1.0, 0.9, facecolor=face, edgecolor="0.3", alpha=0.85))
-        ax.text(x + 0.5, y + 0.45, label, ha="center", va="center", fontsize=10)
+        ax.add_patch(patches.Rectangle((x, y), 1.0, 0.9, facecolor=face, edgecolor="0.3"))
+        ax.text(x + 0.5, y + 0.45, label, ha="center", va="center", fontsize=10, color=text_color_on(face))
     ax.text(8.3, 0.95, "no n × n matrix: one $B_r \\times B_c$ tile at a time", ha="center", fontsize=9)
     arrow = {"arrowstyle": "->", "lw": 1.4}
     ax.annotate(
-        "", xy=(6.4, 3.85), xytext=(columns["Q"] + width, y_i), arrowprops={**arrow, "color": colors["q"]}
+        "", xy=(6.4, 3.85), xytext=(columns["Q"] + width, y_i), arrowprops={**arrow, "color": colors["Q"]}
     )
     ax.annotate(
-        "", xy=(7.8, 3.85), xytext=(columns["K"] + width, y_j), arrowprops={**arrow, "color": colors["kv"]}
+        "", xy=(7.8, 3.85), xytext=(columns["K"] + width, y_j), arrowprops={**arrow, "color": colors["K"]}
     )
     ax.annotate(
-        "", xy=(9.2, 3.85), xytext=(columns["V"] + width, y_j), arrowprops={**arrow, "color": colors["kv"]}
+        "", xy=(9.2, 3.85), xytext=(columns["V"] + width, y_j), arrowprops={**arrow, "color": colors["V"]}
     )
     ax.annotate(
-        "", xy=(columns["O"] + width, y_i), xytext=(9.2, 2.0), arrowprops={**arrow, "color": colors["o"]}
+        "", xy=(columns["O"] + width, y_i), xytext=(9.2, 2.0), arrowprops={**arrow, "color": colors["O"]}
     )
     ax.text(
         5.6,

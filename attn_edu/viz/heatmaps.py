@@ -1,9 +1,11 @@
 """Heatmaps of ``(T, S)`` matrices: attention weights, one head or many, boolean masks and score biases.
 
 Used by notebooks 01, 02, 04, 05, 06, 09, 11, 12 and 13 and their explorers. Rows are queries
-(``T``), columns are keys (``S``). Weights share a colour scale that starts at 0 (no attention is
-always the darkest colour); masks use two colours and a legend that states the polarity (``True`` =
-may attend); a score bias, which may be negative, gets a diverging scale centred on 0.
+(``T``), columns are keys (``S``). Weights and scores have one colour scale in every figure, built on the
+scores' role colour (:data:`attn_edu.viz.common.WEIGHTS_CMAP`): it starts at 0, and no attention is always
+white, the lightest colour; the larger the weight, the darker the red. Values of both signs (raw scores, a
+score bias) get the same red above 0 and a neutral grey below it, white at 0. Masks use two colours and a
+legend that states the polarity (``True`` = may attend).
 """
 
 from __future__ import annotations
@@ -22,11 +24,25 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from attn_edu._validate import check_mask, check_positive_int, check_shape
-from attn_edu.viz.common import HIDDEN_COLOR, ROLE_COLORS, as_numbers, as_tensor, new_axes, token_labels
+from attn_edu.viz.common import (
+    HIDDEN_COLOR,
+    ROLE_COLORS,
+    as_numbers,
+    as_tensor,
+    new_axes,
+    score_scale,
+    text_color_on,
+    token_labels,
+)
 
 # Heatmaps get their values written in each cell up to this many rows/columns; beyond it the
 # numbers overlap and the colour alone has to speak.
 ANNOTATE_MAX_SIZE = 10
+
+# The colour bar of every weight heatmap says which end is "no attention" (a matrix with negative numbers holds
+# scores, not weights: white is 0 there).
+WEIGHTS_LABEL = "attention weight (white = none)"
+SCORES_LABEL = "score (white = 0)"
 
 # Mask colours: hidden cells recede (light grey), visible cells stand out in the mask's role colour
 # (common.ROLE_COLORS, the colour of a mask in every diagram).
@@ -46,28 +62,30 @@ def _set_token_ticks(ax: Axes, query_labels: list[str] | None, key_labels: list[
 
 
 def _color_limits(data: np.ndarray) -> tuple[float, float]:
-    """Weights (non-negative) start the scale at 0 so that 'no attention' is always the darkest colour."""
-    low, high = float(data.min()), float(data.max())
-    if low >= 0:
-        return 0.0, high if high > 0 else 1.0
-    return low, high if high > low else low + 1.0
+    """Weights (non-negative) start the scale at 0, so that 'no attention' is always white, the lightest colour."""
+    _, low, high = score_scale(data.min(), data.max())
+    return low, high
 
 
 def _draw_heatmap(ax: Axes, data: np.ndarray, *, annotate: bool, limits: tuple[float, float]) -> Any:
-    """Draw a (T, S) matrix as an image with one cell per query/key; write the values when asked."""
-    image = ax.imshow(data, cmap="viridis", vmin=limits[0], vmax=limits[1], interpolation="nearest")
+    """Draw a (T, S) matrix on the shared scale, one cell per query/key; write the values when asked."""
+    cmap, low, high = score_scale(*limits)
+    image = ax.imshow(data, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
     T, S = data.shape
     if annotate:
         for t in range(T):
             for s in range(S):
-                r, g, b, _ = image.cmap(image.norm(data[t, s]))
-                light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5  # dark text on light cells
-                ax.text(s, t, f"{data[t, s]:.2f}", ha="center", va="center", fontsize=8,
-                        color="black" if light else "white")  # fmt: skip
+                color = text_color_on(image.cmap(image.norm(data[t, s])))  # dark text on light cells
+                ax.text(s, t, f"{data[t, s]:.2f}", ha="center", va="center", fontsize=8, color=color)
     if max(T, S) <= 16:  # every token gets a tick when there are few
         ax.set_xticks(range(S))
         ax.set_yticks(range(T))
     return image
+
+
+def _scale_label(image: Any) -> str:
+    """The colour bar's label: weights when the scale starts at 0, scores when it goes below."""
+    return WEIGHTS_LABEL if image.norm.vmin >= 0 else SCORES_LABEL
 
 
 def _grid(rows: int, cols: int, T: int, S: int) -> tuple[Figure, np.ndarray]:
@@ -101,7 +119,7 @@ def plot_attention(
     """Heatmap of one attention matrix: row ``t`` shows how query ``t`` spreads its attention over the keys.
 
     Each row of a softmax attention matrix sums to 1 (a zero row is a fully masked query). The
-    colour scale starts at 0; values are written in the cells when the matrix is small
+    colour scale starts at 0 (white: no attention); values are written in the cells when the matrix is small
     (``annotate=None`` means: when ``T`` and ``S`` are at most ``ANNOTATE_MAX_SIZE``).
 
     Shapes:
@@ -126,7 +144,7 @@ def plot_attention(
     ax.set_ylabel("query (T)")
     if title is not None:
         ax.set_title(title)
-    fig.colorbar(image, ax=ax, label="attention weight", shrink=0.8)
+    fig.colorbar(image, ax=ax, label=_scale_label(image), shrink=0.8)
     return fig
 
 
@@ -191,7 +209,12 @@ def plot_heads(
         for c in range(cols):
             if (r, c) not in used:
                 fig.delaxes(grid[r, c])
-    fig.colorbar(image, ax=[grid[r, c] for r, c in sorted(used)], label="attention weight", shrink=0.8)
+    fig.colorbar(
+        image,
+        ax=[grid[r, c] for r, c in sorted(used)],
+        label=_scale_label(image),
+        shrink=0.8,
+    )
     fig.supxlabel("key (S)")
     fig.supylabel("query (T)")
     if title is not None:
@@ -258,7 +281,7 @@ def plot_attention_panels(
         ax.set_xlabel("key (S)")
         ax.set_ylabel("query (T)" if i == 0 else "")
         ax.set_title("" if titles is None else titles[i], fontsize=10)
-    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.8)
+    fig.colorbar(image, ax=list(axes[0]), label=_scale_label(image), shrink=0.8)
     if title is not None:
         fig.suptitle(title)
     return fig
@@ -313,7 +336,7 @@ def plot_alignment(
             ax.tick_params(labelleft=False)
         if titles is not None:
             ax.set_title(titles[n], fontsize=9)
-    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.8)
+    fig.colorbar(image, ax=list(axes[0]), label=_scale_label(image), shrink=0.8)
     fig.supxlabel("source word read (key, S)")
     fig.supylabel("target word written (query, T)")
     if title is not None:
@@ -388,10 +411,11 @@ def plot_score_bias(
 ) -> Figure:
     """One heatmap per head of an additive score bias (T5 buckets, ALiBi), on one shared colour scale.
 
-    A bias is added to ``q·k`` *before* the softmax. White is always 0 (no change to the score). A bias
-    of both signs (learned T5 buckets) gets a diverging scale centred on 0 (blue = pushed down, red =
-    pushed up); a bias of one sign (ALiBi's, never positive) a one-sided scale from 0 to its extreme,
-    so no colour is spent on values that never occur.
+    A bias is added to ``q·k`` *before* the softmax. White is always 0 (no change to the score). The scale is
+    the one every heatmap of scores shares (:func:`attn_edu.viz.common.score_scale`): a bias of both signs
+    (learned T5 buckets) gets a diverging scale centred on 0 (grey = pushed down, red = pushed up); a bias of
+    one sign (ALiBi's, never positive) a one-sided scale from 0 to its extreme, so no colour is spent on
+    values that never occur.
 
     Shapes:
         bias ``(H, T, S)``.
@@ -419,13 +443,7 @@ def plot_score_bias(
         figsize=(cols * (side + 0.1) + 1.4, rows * (side + 0.35) + 0.8),
         layout="constrained",
     )
-    extent = float(np.abs(data).max()) or 1.0
-    if data.min() >= 0:  # one-sided: 0 (white) to the largest push up
-        cmap, vmin, vmax = "Reds", 0.0, extent
-    elif data.max() <= 0:  # one-sided: the strongest push down to 0 (white)
-        cmap, vmin, vmax = "Blues_r", -extent, 0.0
-    else:  # both signs: symmetric, so 0 is white
-        cmap, vmin, vmax = "RdBu_r", -extent, extent
+    cmap, vmin, vmax = score_scale(data.min(), data.max())  # one-sided from 0 (white), or symmetric about it
     for h in range(rows * cols):
         ax = grid[h // cols, h % cols]
         if h >= H:
@@ -437,7 +455,7 @@ def plot_score_bias(
         if h % cols:  # query numbers once per row of panels
             ax.tick_params(labelleft=False)
         ax.set_title(f"head {h}", fontsize=9)
-    fig.colorbar(image, ax=grid[:, :].ravel().tolist()[:H], label="score bias", shrink=0.8)
+    fig.colorbar(image, ax=grid[:, :].ravel().tolist()[:H], label="score bias (white = 0)", shrink=0.8)
     fig.supxlabel("key (S)")
     fig.supylabel("query (T)")
     if title is not None:

@@ -2,7 +2,9 @@
 
 Used by notebook 01 and its explorer. The output is ``Σ_s w_s · v_s``: Nadaraya–Watson kernel
 regression (1964, :func:`plot_kernel_regression`), and the additive attention of Bahdanau et al. (2015),
-whose trained weights align two sentences (:func:`attn_edu.viz.heatmaps.plot_alignment`).
+whose trained weights align two sentences (:func:`attn_edu.viz.heatmaps.plot_alignment`). The query, keys,
+values, weights and output keep their role colours (:data:`attn_edu.viz.common.ROLE_COLORS`); weights drawn
+as colours use the shared scale of every heatmap (:data:`attn_edu.viz.common.WEIGHTS_CMAP`, white = none).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import matplotlib.pyplot as plt  # noqa: F401 (the doctests close their figures)
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from attn_edu.viz.common import as_numbers, as_tensor, new_axes
+from attn_edu.viz.common import ROLE_COLORS, WEIGHTS_CMAP, as_numbers, as_tensor, new_axes
 
 
 def plot_soft_lookup(
@@ -33,8 +36,10 @@ def plot_soft_lookup(
     The output is ``Σ_s w_s · v_s`` (Nadaraya–Watson kernel regression, 1964; Bahdanau et al., 2015).
     With 1-D keys, each key/value pair is a point ``(k_s, v_s)`` whose opacity is its weight; the
     weights are also drawn as bars on a second y axis; the query is a vertical line and the output a
-    star on it. With 2-D keys the keys are points in the plane sized by weight and the query a cross;
-    2-D values are drawn in the same plane, with the output as a diamond among them.
+    star on it. With 2-D keys the keys are points in the plane sized and shaded by weight (white: none)
+    and the query a cross; 2-D values are drawn in the same plane, with the output as a diamond among them.
+    Each role has its colour in every figure: query blue, keys orange, values purple, weights the scores'
+    red, output green.
 
     Shapes:
         1-D: keys ``(S,)``, values ``(S,)``, query a number, weights ``(S,)``, output a number.
@@ -68,31 +73,30 @@ def plot_soft_lookup(
     alpha = 0.15 + 0.85 * w / max(float(w.max()), 1e-12)  # the most-read key is fully opaque
 
     if key_dim == 1:
-        colors = np.zeros((S, 4))
-        colors[:, 2], colors[:, 3] = 0.7, alpha  # blue points, opacity = weight
+        colors = np.tile(to_rgba(ROLE_COLORS["key"]), (S, 1))
+        colors[:, 3] = alpha  # points in the key's colour, opacity = weight
         ax.scatter(k_np, v_np, s=50, c=colors, label="key/value pairs (opacity = weight)")
-        ax.axvline(q[0], color="crimson", linestyle="--", label=f"query = {q[0]:.2f}")
-        ax.scatter(
-            [q[0]], [out[0]], marker="*", s=250, color="crimson", zorder=3, label=f"output = {out[0]:.2f}"
-        )
+        ax.axvline(q[0], color=ROLE_COLORS["query"], linestyle="--", label=f"query = {q[0]:.2f}")
+        ax.scatter([q[0]], [out[0]], marker="*", s=250, color=ROLE_COLORS["output"], edgecolors="black",
+                   zorder=3, label=f"output = {out[0]:.2f}")  # fmt: skip
         ax.set_xlabel("key")
         ax.set_ylabel("value")
         bars = ax.twinx()
         gaps = np.diff(np.sort(k_np))
         width = 0.8 * float(gaps[gaps > 0].min()) if (gaps > 0).any() else 0.5
-        bars.bar(k_np, w, width=width, color="grey", alpha=0.3)
+        bars.bar(k_np, w, width=width, color=ROLE_COLORS["scores"], alpha=0.3)
         bars.set_ylim(0, 1.0 if w.max() <= 1 else float(w.max()) * 1.1)
         bars.set_ylabel("weight (bars)")
         ax.set_zorder(bars.get_zorder() + 1)  # points and markers in front of the bars
         ax.patch.set_visible(False)
     else:
-        ax.scatter(k_np[:, 0], k_np[:, 1], s=30 + 400 * w, c=w, cmap="Blues", vmin=0, edgecolors="black",
-                   label="keys (size = weight)")  # fmt: skip
-        ax.scatter([q[0]], [q[1]], marker="X", s=200, color="crimson", label="query")
+        ax.scatter(k_np[:, 0], k_np[:, 1], s=30 + 400 * w, c=w, cmap=WEIGHTS_CMAP, vmin=0,
+                   edgecolors=ROLE_COLORS["key"], linewidths=1.5, label="keys (size, shade = weight)")  # fmt: skip
+        ax.scatter([q[0]], [q[1]], marker="X", s=200, color=ROLE_COLORS["query"], label="query")
         if v_np.ndim == 2:
-            ax.scatter(v_np[:, 0], v_np[:, 1], marker="s", color="darkorange", alpha=0.3 + 0.7 * alpha / alpha.max(),
-                       label="values")  # fmt: skip
-            ax.scatter([out[0]], [out[1]], marker="D", s=150, color="darkorange", edgecolors="black",
+            ax.scatter(v_np[:, 0], v_np[:, 1], marker="s", color=ROLE_COLORS["value"],
+                       alpha=0.3 + 0.7 * alpha / alpha.max(), label="values")  # fmt: skip
+            ax.scatter([out[0]], [out[1]], marker="D", s=150, color=ROLE_COLORS["output"], edgecolors="black",
                        label="output = Σ w·v")  # fmt: skip
         else:
             for (x, y), value in zip(k_np, v_np):
