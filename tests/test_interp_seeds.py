@@ -48,6 +48,53 @@ def test_train_writes_what_load_seeds_and_report_read_back(tmp_path, capsys) -> 
     assert record["command"].endswith("train --seeds 3 --steps 2") and record["config"]["vocab_size"] == 64
     assert interp_seeds.main(["report", "--dir", str(tmp_path)]) == 0
     assert "seed 3: 2 steps" in capsys.readouterr().out
+    found = interp_seeds.load_findings(tmp_path)  # measured on the model the command trained
+    assert list(found) == [3] and found[3]["training loss, last 10 steps"] == fresh.final_loss()
+    assert not (tmp_path / "interp_probes.json").exists()  # probes only on seed 0's model
+
+
+def differences(a, b, tol: float, where: str = "") -> list[str]:
+    """Where two findings disagree: numbers more than ``tol`` apart, anything else (heads, keys) not equal."""
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return [f"{where}: keys {sorted(a)} vs {sorted(b)}"]
+        return [d for k in a for d in differences(a[k], b[k], tol, f"{where}/{k}")]
+    if isinstance(a, (list, tuple)) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, tol, f"{where}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if abs(a - b) <= tol else [f"{where}: {a} vs {b}"]
+    return [] if a == b else [f"{where}: {a!r} vs {b!r}"]
+
+
+@pytest.mark.slow
+def test_the_shipped_findings_are_what_findings_measures_on_the_shipped_runs() -> None:
+    """Notebook 13 reads every model's findings from the record: measured again on the shipped weights, they
+    agree to rounding (forward passes only: nothing here amplifies it), the heads named exactly."""
+    shipped_findings = interp_seeds.load_findings()
+    runs = interp_seeds.load_seeds()
+    assert sorted(shipped_findings) == sorted(runs)
+    for seed, (model, result) in runs.items():
+        here = interp_seeds.findings(model, result)
+        assert not differences(here, shipped_findings[seed], 1e-5), (
+            seed,
+            differences(here, shipped_findings[seed], 1e-5),
+        )
+
+
+@pytest.mark.slow
+def test_the_shipped_probes_are_what_fit_probes_trains_on_seed_0() -> None:
+    """The six probes notebook 13 loads are fit_probes's on seed 0's model, to rounding, with the accuracies that
+    the record states (at most two of the 1,920 test positions apart: a near tie may round either way)."""
+    record = shipped.read_record("interp_probes")
+    model = interp_seeds.load_seeds()[0][0]
+    probes, accuracy = interp_seeds.fit_probes(model)
+    loaded = interp_seeds.load_probes()
+    assert list(loaded) == list(probes) == [tuple(key) for key in record["probes"]]
+    for key, probe in probes.items():
+        for name, tensor in probe.state_dict().items():
+            torch.testing.assert_close(loaded[key].state_dict()[name], tensor, atol=1e-4, rtol=1e-3)
+    for key, shipped_accuracy in zip(probes, record["test_accuracy"]):
+        assert abs(accuracy[key] - shipped_accuracy) <= 2 / 1920, key
 
 
 def test_a_record_of_another_config_is_refused(tmp_path) -> None:

@@ -4,7 +4,7 @@ in a notebook.
     text_gpt               two character-level language models of the Python documentation (weights shipped)
     multitask              copy, reverse and sort, told by a prefix (T5) and by examples (Llama) (weights shipped)
     rope_extension         a RoPE model trained on 64 characters, read on 256 (weights shipped)
-    interp_seeds           notebook 13's attention-only model from three seeds (weights shipped)
+    interp_seeds           notebook 13's attention-only model from three seeds (weights, findings, probes shipped)
     minilm_heads           notebook 13's sweeps over all-MiniLM-L6-v2's heads (measurements shipped)
     norm_placement         notebook 08's toy decoders, pre-norm vs post-norm (its optional runs' record shipped)
     length_extrapolation   a lag task trained at one length, tested at four times it (trained in notebook 06)
@@ -13,6 +13,7 @@ in a notebook.
     induction_heads        a two-layer attention-only model that grows induction heads (trained in notebook 05)
     finetune               a pretrained encoder fine-tuned against its frozen features (its run's record shipped)
     scaling_runs           notebook 03's lookup head trained at three score scales and with QK-norm (record shipped)
+    key_selection          notebook 11's text GPT reading only selected keys, its losses (record shipped)
 
 The wing is a floor above the architectures and the interop: it uses the models, the training loop and the
 data, and nothing below it imports it (the benchmarks, :mod:`attn_edu.bench`, may). :mod:`.shipped` is the one
