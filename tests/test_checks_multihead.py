@@ -153,10 +153,77 @@ def _gqa_with_a_loop_over_query_heads(x, w_q, w_k, w_v, w_o, num_heads, num_kv_h
     return torch.cat(outs, dim=-1) @ w_o.T  # (B, T, C)
 
 
-@pytest.mark.parametrize("fn", [_gqa_with_torch_sdpa, _gqa_with_a_loop_over_query_heads])
-def test_gqa_peers_pass_05_7(fn) -> None:
-    result = check("05.7", fn)
-    assert result.status is Status.PASS, result
+PEERS = [_gqa_with_torch_sdpa, _gqa_with_a_loop_over_query_heads]
+
+
+def _computed_in(dtype: torch.dtype, fn):
+    """``fn`` as a bfloat16 layer should run it: in ``dtype`` from the same values, rounded to the input's dtype
+    once, at the end."""
+
+    def peer(x, *weights_and_heads):
+        *weights, num_heads, num_kv_heads = weights_and_heads
+        out = fn(x.to(dtype), *(w.to(dtype) for w in weights), num_heads, num_kv_heads)
+        return out.to(x.dtype)
+
+    return peer
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("fn", PEERS)
+def test_gqa_peers_pass_05_7(fn, dtype) -> None:
+    result = check("05.7", _computed_in(dtype, fn))
+    assert result.status is Status.PASS and "bfloat16 inputs" in result.message, result
+
+
+def _bf16_cases(seed: int) -> list:
+    return [c for c in make_cases(EXERCISES["05.7"], seed) if c.args[0].dtype == torch.bfloat16]
+
+
+def test_the_bfloat16_tolerance_passes_precise_peers_and_fails_bfloat16_arithmetic() -> None:
+    # On the bfloat16 cases of many seeds: every peer computed in float32 or float64 and rounded once holds;
+    # the same peers run in bfloat16 throughout (the float32 code left as it was) do not.
+    prop = next(p for p in EXERCISES["05.7"].properties if p.name == "bfloat16 inputs")
+    cases = [case for seed in range(40) for case in _bf16_cases(seed)]
+    assert len(cases) == 40
+    for case in cases:
+        for fn in PEERS:
+            for dtype in (torch.float32, torch.float64):
+                assert prop.holds(case, _computed_in(dtype, fn)(*case.args)) is None
+            in_bf16 = fn(*case.args)
+            assert in_bf16.dtype == torch.bfloat16
+            assert "still rounds to bfloat16" in (prop.holds(case, in_bf16) or ""), fn.__name__
+
+
+def test_the_bfloat16_case_has_scores_where_bfloat16_steps_are_coarse() -> None:
+    # bfloat16 stores a number of size 16 to 32 to the nearest 0.125: scores there make its rounding visible.
+    for case in _bf16_cases(0):
+        x, w_q, w_k, *_, H, H_kv = (a.float() if isinstance(a, torch.Tensor) else a for a in case.args)
+        q = (x @ w_q.T).unflatten(-1, (H, -1)).transpose(1, 2)
+        k = (x @ w_k.T).unflatten(-1, (H_kv, -1)).transpose(1, 2).repeat_interleave(H // H_kv, dim=1)
+        assert float((q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).abs().max()) > 16
+
+
+@pytest.mark.parametrize(
+    ("slip", "words"),
+    [
+        (lambda fn: fn, "still rounds to bfloat16"),  # the float32 code, run on bfloat16 unchanged
+        (
+            lambda fn: lambda x, *rest: _computed_in(torch.float32, fn)(x, *rest).float(),
+            "the output is torch.float32 for torch.bfloat16 inputs (the values are right)",
+        ),
+        (
+            lambda fn: lambda *args: fn(*args).float(),
+            "the output is torch.float32 for torch.bfloat16 inputs (computed in bfloat16 before converting",
+        ),
+    ],
+    ids=["bfloat16 throughout", "float32 returned", "bfloat16 then converted"],
+)
+def test_each_bfloat16_slip_is_named(slip, words) -> None:
+    prop = next(p for p in EXERCISES["05.7"].properties if p.name == "bfloat16 inputs")
+    result = check("05.7", slip(_gqa_with_a_loop_over_query_heads))
+    assert result.status is Status.FAIL and result.points < EXERCISES["05.7"].points, result
+    assert result.message.startswith("bfloat16 inputs: ") and words in result.message, result.message
+    assert result.hint == prop.message
 
 
 def test_gqa_cases_cover_mqa_mha_and_scores_past_exp_range() -> None:

@@ -74,10 +74,33 @@ def test_regions_become_not_implemented(solution: Path, exercise: Path) -> None:
             ast.parse(TransformerManager().transform_cell(cell.source))  # still valid (IPython) Python
     code = "\n".join(c.source for c in ex.cells if c.cell_type == "code")
     for exercise_id in [i for i in ids if ".q" not in i]:  # questions: tests/test_questions.py
-        task = re.search(rf"# Exercise {re.escape(exercise_id)}: (.+)", code).group(1)
-        assert f'raise NotImplementedError("Exercise {exercise_id}: {task}")' in code
+        assert re.search(rf"# Exercise {re.escape(exercise_id)}: \S", code), "the task stays in the cell"
+        assert f'raise NotImplementedError("Exercise {exercise_id}: {exercises.STUB_TASK}")' in code
     first = next(c for c in ex.cells if c.cell_type == "code")
     assert "google.colab" in first.source and "%pip install" in first.source
+
+
+WIDTH = 100  # the longest code line that shows whole in JupyterLab at a common window width, no scrolling
+
+
+def _written_by_the_build(solution: nbformat.NotebookNode, exercise: nbformat.NotebookNode) -> list[str]:
+    """The code lines of ``exercise`` that its solution does not hold: the stubs and placeholders the build wrote."""
+    assert len(solution.cells) == len(exercise.cells), "the build keeps every cell"
+    written = []
+    for sol, ex in zip(solution.cells, exercise.cells):
+        if ex.cell_type == "code":
+            kept = set(sol.source.split("\n"))
+            written += [line for line in ex.source.split("\n") if line not in kept]
+    return written
+
+
+@pytest.mark.parametrize("solution, exercise", PAIRS, ids=[p.name for p, _ in PAIRS])
+def test_every_line_the_build_writes_fits_the_notebook_width(solution: Path, exercise: Path) -> None:
+    sol, ex = nbformat.read(solution, as_version=4), nbformat.read(exercise, as_version=4)
+    written = _written_by_the_build(sol, ex)
+    assert written, "the build replaced no region"
+    too_long = [f"{len(line)}: {line.strip()[:60]}" for line in written if len(line) > WIDTH]
+    assert not too_long, f"lines over {WIDTH} characters scroll sideways in JupyterLab: {too_long}"
 
 
 def test_a_stub_runs_its_scaffold_to_the_last_part_before_it_raises() -> None:
@@ -96,7 +119,7 @@ def test_a_stub_runs_its_scaffold_to_the_last_part_before_it_raises() -> None:
     namespace: dict = {}
     exec(stub, namespace)
     log: list[str] = []
-    with pytest.raises(NotImplementedError, match="Exercise 12.6: the task"):
+    with pytest.raises(NotImplementedError, match=r"Exercise 12\.6: replace this line"):
         namespace["f"](log)
     assert log == ["scaffold"]  # the given code after the first part ran before the stub raised
 
@@ -165,8 +188,9 @@ def test_region_keeps_indentation_and_task(tmp_path: Path) -> None:
     path = _notebook(tmp_path, _code(GOOD), _code(CHECK))
     cell = json.loads(exercises.render(path))["cells"][0]
     assert "".join(cell["source"]).endswith(
-        'def f(q, k, mask=None):\n    raise NotImplementedError("Exercise 02.1: the task")'
+        'def f(q, k, mask=None):\n    raise NotImplementedError("Exercise 02.1: replace this line with your code")'
     )
+    assert "".join(cell["source"]).startswith("# Exercise 02.1: the task\n")
 
 
 def test_command_line_check_and_build(tmp_path: Path) -> None:

@@ -162,11 +162,46 @@ def test_a_number_is_read_from_python_torch_and_numpy(typed: object) -> None:
 
 @pytest.mark.parametrize(
     ("answer", "words"),
-    [("256", "a number, got '256'"), (True, "bool"), (torch.ones(2), "shape (2,)"), (float("nan"), "finite")],
-)
+    [("256 keys", "a number, got the text '256 keys'"), (True, "bool"), (torch.ones(2), "shape (2,)"),
+     (float("nan"), "finite"), ("nan", "finite")],
+)  # fmt: skip
 def test_a_number_question_refuses_what_is_not_one_number(answer: object, words: str) -> None:
     result = check("03.q1", answer)
     assert result.status is Status.FAIL and words in result.message, result
+
+
+NUMBER_IDS = [qid for qid in IDS if not ASKED[qid].choices]
+
+
+def _as_text(value: float) -> list[str]:
+    """The ways a learner types a number inside quotes: exactly, padded with spaces, as an int when whole."""
+    typed = [repr(float(value)), f"  {float(value)!r} "]
+    return typed + ([str(int(value)), f" {int(value)}"] if float(value).is_integer() else [])
+
+
+@pytest.mark.parametrize("question_id", NUMBER_IDS)
+def test_a_number_typed_as_text_is_judged_as_that_number(question_id: str) -> None:
+    # Peer agreement: "18" gets what 18 gets (the pass and its explanation, or the fail and its hint).
+    question = ASKED[question_id]
+    for value in [float(question.answer), *_wrong_answers(question)]:
+        as_number = check(question_id, value)
+        for typed in _as_text(float(value)):
+            as_text = check(question_id, typed)
+            assert (as_text.status, as_text.message, as_text.hint) == (
+                as_number.status,
+                as_number.message,
+                as_number.hint,
+            ), (typed, as_text, as_number)
+
+
+@pytest.mark.parametrize("question_id", NUMBER_IDS)
+@pytest.mark.parametrize("typed", ["eighteen", "", "1/8", "18 keys", "(b)"])
+def test_text_that_is_no_number_is_refused_naming_the_variable(question_id: str, typed: str) -> None:
+    question = ASKED[question_id]
+    result = check(question_id, typed)
+    assert result.status is Status.FAIL and result.points == 0, result
+    for words in (question.variable_name, question.form(), repr(typed)):
+        assert words in result.message, (words, result.message)
 
 
 def test_strict_mode_raises_for_a_wrong_answer(monkeypatch: pytest.MonkeyPatch) -> None:

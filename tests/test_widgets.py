@@ -216,18 +216,18 @@ def expected_mask(T, S, causal, padding, length, sliding_window, window):
 @pytest.mark.parametrize(
     "settings",
     [
-        {"T": 5, "S": 5, "causal": True, "padding": False, "length": 5, "sliding_window": False, "window": 2},
+        {"T": 5, "S": 5, "causal": True, "padding": False, "length": 4, "sliding_window": False, "window": 2},
         {"T": 3, "S": 6, "causal": True, "padding": True, "length": 4, "sliding_window": False, "window": 2},
-        {"T": 6, "S": 4, "causal": True, "padding": False, "length": 4, "sliding_window": False, "window": 2},
+        {"T": 6, "S": 4, "causal": True, "padding": False, "length": 3, "sliding_window": False, "window": 2},
         {"T": 5, "S": 7, "causal": True, "padding": True, "length": 6, "sliding_window": True, "window": 3},
-        {"T": 6, "S": 6, "causal": False, "padding": False, "length": 6, "sliding_window": True, "window": 2},
+        {"T": 6, "S": 6, "causal": False, "padding": False, "length": 5, "sliding_window": True, "window": 2},
         {"T": 4, "S": 5, "causal": False, "padding": True, "length": 2, "sliding_window": False, "window": 2},
         {
             "T": 4,
             "S": 4,
             "causal": False,
             "padding": False,
-            "length": 4,
+            "length": 3,
             "sliding_window": False,
             "window": 2,
         },
@@ -247,10 +247,28 @@ def test_mask_explorer_reports_fully_masked_rows_and_follows_key_count():
     ex.set(T=6, S=4)  # causal with more queries than keys: the first two see nothing
     assert ex.state["fully_masked_rows"] == [0, 1]
     assert "fully masked rows [0, 1]" in ex.figure.axes[0].get_title()
-    ex.set(S=8, padding=True, length=8)
-    ex.controls["S"].value = 3  # fewer keys: the padding length follows
-    assert ex.controls["length"].max == 3 and ex.controls["length"].value == 3
+    ex.set(S=8, padding=True, length=7)
+    ex.controls["S"].value = 3  # fewer keys: the padding length follows, one short of S
+    assert ex.controls["length"].max == 2 and ex.controls["length"].value == 2
     assert ex.state["mask"].shape == (6, 3)
+
+
+@pytest.mark.parametrize("S", range(1, 13))
+def test_mask_explorer_padding_at_any_slider_position_hides_a_key(S):
+    # Ticking padding is never a dead control: at every length the slider offers, some key is hidden,
+    # and where no key can be hidden (a single key) the title says so.
+    ex = widgets.mask_explorer(4, S)
+    length = ex.controls["length"]
+    assert length.value == length.max, "the slider starts at its largest length"
+    for n in range(length.min, length.max + 1):
+        ex.set(causal=False, padding=True, length=n)
+        hidden = ~ex.state["mask"].any(dim=0)  # (S,): keys no query sees
+        if S > 1:
+            assert hidden.any() and hidden.tolist() == [s >= n for s in range(S)], (S, n)
+        else:
+            assert not hidden.any() and "none hidden" in ex.figure.axes[0].get_title()
+    ex.set(S=min(S + 3, 12))  # more keys: the slider's range follows
+    assert length.max == min(S + 3, 12) - 1
 
 
 def test_mask_explorer_rejects_bad_sizes():
@@ -427,6 +445,27 @@ def test_sampling_explorer_reference_is_the_plain_softmax():
 def test_sampling_explorer_rejects_bad_input(logits, tokens, match):
     with pytest.raises(ValueError, match=match):
         widgets.sampling_explorer(logits, tokens=tokens)
+
+
+NO_ARGUMENTS = ["shape_explorer", "scaling_explorer", "mask_explorer", "positional_explorer", "norm_explorer",
+                "span_corruption_explorer", "sparse_pattern_explorer", "online_softmax_explorer", "kv_cache_explorer",
+                "flash_tile_explorer", "cache_explorer"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NO_ARGUMENTS)
+def test_a_long_control_label_shows_whole(name: str) -> None:
+    # JupyterLab gives a label about 80 px and cuts what is longer: "D (head dim)" showed as "D (head d…".
+    import ipywidgets
+
+    ex = getattr(widgets, name)()
+    cut = [
+        control.description
+        for control in ex.controls.values()
+        if not isinstance(control, ipywidgets.Checkbox)  # a checkbox's label sits beside it, uncut
+        and len(control.description) > 8
+        and getattr(control.style, "description_width", "") != "initial"
+    ]
+    assert not cut, f"{name}: labels cut short without style={{'description_width': 'initial'}}: {cut}"
 
 
 def test_shape_explorer_tracks_shapes_and_causal_rows() -> None:

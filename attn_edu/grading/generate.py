@@ -11,8 +11,9 @@ A solution notebook marks each exercise in a code cell::
 The ``# Exercise NN.k: <task>`` line names the exercise and its one-line task (one exercise per cell,
 id prefix = the notebook's number). A concept question's cell starts ``# Question NN.qk: <task>`` and its
 region holds the answer (``answer_qk = "b"``); the exercise notebook gets ``answer_qk = ...`` in its place. Every region from ``### BEGIN SOLUTION`` to ``### END SOLUTION``,
-markers included, becomes ``raise NotImplementedError("Exercise NN.k: <task>")`` at the indentation of
-the BEGIN line; in a cell with several regions every region but the last becomes ``pass  # Exercise NN.k, part
+markers included, becomes ``raise NotImplementedError("Exercise NN.k: replace this line with your code")``
+at the indentation of the BEGIN line (one short line: the learner replaces it, and it fits the notebook's
+width, where a long task ran off the window's edge); in a cell with several regions every region but the last becomes ``pass  # Exercise NN.k, part
 i of n: your code here``, so that the stub runs through its given scaffold to the last part before it raises. Outputs and execution counts are cleared and the JSON is written the way Jupyter writes
 it, so building twice gives identical files. Nested, unclosed or stray markers, a region outside an
 exercise cell, and an exercise without a check (:mod:`attn_edu.grading.checks`) or without a
@@ -37,6 +38,7 @@ import nbformat
 
 from attn_edu.grading.registry import exercises, get_question, questions
 
+STUB_TASK = "replace this line with your code"  # what a stub's NotImplementedError says after the exercise id
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 EXERCISE_LINE = re.compile(r"#\s*(?:Exercise|Question)\s+(\d+\.q?\d+)\s*:\s*(\S.*?)\s*$")
@@ -86,9 +88,8 @@ def _strip_cell(source: str, loc: Callable[[int], str]) -> tuple[str, str | None
                 out.append(
                     f"{indent}pass  # Exercise {exercise_id}, part {regions + 1} of {total}: your code here"
                 )
-            else:
-                message = json.dumps(f"Exercise {exercise_id}: {task}", ensure_ascii=False)
-                out.append(f"{indent}raise NotImplementedError({message})")
+            else:  # short, so that it fits the notebook's width: the task is in the cell's first line
+                out.append(f'{indent}raise NotImplementedError("Exercise {exercise_id}: {STUB_TASK}")')
             continue
         if stripped == END:
             if opened is None:

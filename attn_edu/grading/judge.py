@@ -292,12 +292,21 @@ def _judge(
     return result_for(exercise, Status.PASS, message)
 
 
+def _number_in(text: str) -> float | None:
+    """The number a text answer holds (``"18"``, ``" 0.25 "``, ``"1e3"``), or None when it holds something else."""
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
 def judge_answer(question: Question, outcome: Outcome) -> CheckResult:
     """A concept question's answer (:func:`attn_edu.grading.protocol.decode_answer`) as a :class:`CheckResult`.
 
     A choice is read from its letter (``"b"``, ``"B"``, ``"(b)"`` alike), a number within the
-    question's tolerance. A right answer's message is the explanation; a wrong one's hint says what
-    that answer misses (or gives the first hint), never the right answer.
+    question's tolerance, typed as a number or as text that holds one (``18``, ``"18"``, ``" 18.0 "`` alike).
+    A right answer's message is the explanation; a wrong one's hint says what that answer misses (or gives
+    the first hint), never the right answer. An answer of the wrong kind names the variable it belongs in.
     """
     if outcome.kind == "not_implemented":
         message = f"replace the `...` with your answer ({question.form()}), then run this check again"
@@ -306,15 +315,20 @@ def judge_answer(question: Question, outcome: Outcome) -> CheckResult:
         return result_for(question, Status.TIMEOUT, f"reading the answer took over {outcome.detail}")
     if outcome.kind not in ("text", "number", "wrong_type"):
         return result_for(question, Status.ERROR, f"reading the answer raised {outcome.detail}")
+    wrong_kind = f"{question.variable_name}: expected {question.form()}, got"
+    if not question.choices and outcome.kind == "text":
+        number = _number_in(outcome.detail)
+        if number is None:
+            return result_for(question, Status.FAIL, f"{wrong_kind} the text {outcome.detail!r}")
+        outcome = Outcome("number", tensor=torch.tensor(number, dtype=torch.float64))
     if outcome.kind == "wrong_type" or outcome.kind != ("text" if question.choices else "number"):
         got = outcome.detail if outcome.kind != "number" else f"the number {float(outcome.tensor):g}"
-        got = f"{got!r}" if outcome.kind == "text" else got
-        return result_for(question, Status.FAIL, f"expected {question.form()}, got {got}")
+        return result_for(question, Status.FAIL, f"{wrong_kind} {got}")
     if question.choices:
         letter = outcome.detail.strip().strip("().").strip().lower()
         letters = LETTERS[: len(question.choices)]
         if len(letter) != 1 or letter not in letters:
-            return result_for(question, Status.FAIL, f"expected {question.form()}, got {outcome.detail!r}")
+            return result_for(question, Status.FAIL, f"{wrong_kind} {outcome.detail!r}")
         if letter == question.answer:
             return result_for(question, Status.PASS, f"({letter}) is right: {question.explanation}")
         why = dict(question.wrong).get(letter) or first_hint(question)

@@ -24,7 +24,9 @@ def _mask_view(
         names.append("causal")
     if padding:
         parts.append(key_mask(padding_mask([length], S))[0, 0])  # (1, S): hides keys length .. S-1
-        names.append(f"padding (length {length})")
+        names.append(
+            f"padding (length {length})" if length < S else f"padding (all {S} keys real: none hidden)"
+        )
     if sliding_window:
         parts.append(sliding_window_mask(T, S, window=window, causal=causal))  # (T, S)
         names.append(f"window {window}")
@@ -38,9 +40,15 @@ def _mask_view(
     return {"mask": mask, "fully_masked_rows": fully_masked, "density": float(mask.float().mean())}, figure
 
 
+def _most_real_keys(S: int) -> int:
+    # At S real keys the padding mask hides nothing, and ticking "padding" would look dead: stop one short,
+    # so that padding always hides at least the last key (with a single key there is nothing to pad).
+    return max(S - 1, 1)
+
+
 def _sync_mask_bounds(controls: dict[str, widgets.ValueWidget]) -> None:
-    # Lengths and windows cannot exceed the number of keys.
-    controls["length"].max = controls["S"].value
+    # Lengths stay below the number of keys; windows cannot exceed it.
+    controls["length"].max = _most_real_keys(controls["S"].value)
     controls["window"].max = max(controls["S"].value, controls["T"].value)
 
 
@@ -49,7 +57,8 @@ def mask_explorer(T: int = 6, S: int | None = None, *, max_len: int = 12) -> Exp
 
     Masks come from :mod:`attn_edu.masks` (``causal_mask``, ``padding_mask`` → ``key_mask``,
     ``combine_masks``) and :func:`attn_edu.sparse.sliding_window_mask`; they combine by logical AND.
-    Try ``T > S`` with causal on: the top rows see no key at all.
+    Try ``T > S`` with causal on: the top rows see no key at all. The ``real keys`` slider runs from 1 to
+    ``S - 1``, so that ticking padding always hides at least the last key.
 
     Example:
         >>> ex = mask_explorer(4)
@@ -71,7 +80,7 @@ def mask_explorer(T: int = 6, S: int | None = None, *, max_len: int = 12) -> Exp
         "S": slider(value=S, description="S (keys)"),
         "causal": widgets.Checkbox(value=True, description="causal"),
         "padding": widgets.Checkbox(value=False, description="padding"),
-        "length": slider(value=S, max=S, description="real keys"),
+        "length": slider(value=_most_real_keys(S), max=_most_real_keys(S), description="real keys"),
         "sliding_window": widgets.Checkbox(value=False, description="sliding window"),
         "window": slider(value=min(2, S), max=max(T, S), description="window"),
     }

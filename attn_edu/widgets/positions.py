@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from attn_edu import viz
 from attn_edu.positional import sinusoidal_encoding, wavelengths
-from attn_edu.widgets.explorer import Explorer
+from attn_edu.widgets.explorer import WIDE_LABELS, Explorer
 
 
 def _positional_view(pe: torch.Tensor, lengths: torch.Tensor, *, dimension: int) -> tuple[dict, Figure]:
@@ -45,7 +45,7 @@ def positional_explorer(num_positions: int = 64, dim: int = 32, *, base: float =
     lengths = wavelengths(dim, base=base)  # (dim/2,)
     controls = {
         "dimension": widgets.IntSlider(
-            value=0, min=0, max=dim - 1, description="dimension", continuous_update=False
+            value=0, min=0, max=dim - 1, description="dimension", continuous_update=False, style=WIDE_LABELS
         ),  # fmt: skip
     }
     return Explorer(

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from attn_edu import viz
 from attn_edu._validate import check_positive_int
 from attn_edu.attention import attention_entropy, attention_weights
-from attn_edu.widgets.explorer import Explorer
+from attn_edu.widgets.explorer import WIDE_LABELS, Explorer
 
 
 def _scaling_view(
@@ -71,7 +71,14 @@ def scaling_explorer(*, num_queries: int = 200, num_keys: int = 16, seed: int = 
             options=[2**n for n in range(11)], value=16, description="d_k", continuous_update=False
         ),  # fmt: skip
         "temperature": widgets.FloatLogSlider(
-            value=1.0, base=10, min=-1, max=1, step=0.05, description="temperature", continuous_update=False
+            value=1.0,
+            base=10,
+            min=-1,
+            max=1,
+            step=0.05,
+            description="temperature",
+            continuous_update=False,
+            style=WIDE_LABELS,
         ),  # fmt: skip
     }
     view = partial(_scaling_view, num_queries, num_keys, seed)

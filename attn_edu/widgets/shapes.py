@@ -45,7 +45,9 @@ def shape_explorer() -> Explorer:
     controls = {
         "T": slider(value=4, description="T (queries)"),
         "S": slider(value=6, description="S (keys)"),
-        "D": widgets.SelectionSlider(options=[2, 4, 8, 16, 32, 64], value=8, description="D (head dim)"),
+        "D": widgets.SelectionSlider(
+            options=[2, 4, 8, 16, 32, 64], value=8, description="D (head dim)", style=WIDE_LABELS
+        ),
         "causal": widgets.Checkbox(value=False, description="causal"),
     }
     return Explorer(controls, _shape_view, title="Shapes in one attention call (B = 2, H = 4)")

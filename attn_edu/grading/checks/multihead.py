@@ -12,7 +12,8 @@ known-wrong versions below are the usual slips: a reshape that cuts tokens inste
 channels dealt out to heads in turn, transposing the wrong dimensions, a missing ``W^O``, the scale
 ``1/sqrt(C)`` instead of ``1/sqrt(D)``, kv heads tiled instead of repeated in place, torch's
 ``(out, in)`` weights used untransposed or its biases left out, K and V counted at full width, and in 05.7
-kv heads shared in the wrong order, no causal mask, a missing scale.
+kv heads shared in the wrong order, no causal mask, a missing scale; its bfloat16 case (a property, judged at
+bfloat16's resolution) names an answer computed in bfloat16 at every step and one that returns float32.
 """
 
 from __future__ import annotations
@@ -590,7 +591,16 @@ def _gqa_cases(g: torch.Generator) -> list[Case]:
         _gqa_case(g, 2, 6, 14, 7, 7),  # H_kv = H: plain multi-head attention
         _gqa_case(g, 1, 9, 36, 6, 3),  # D = 6, two query heads per kv head
         _sharp_gqa(_gqa_case(g, 2, 6, 16, 4, 2)),  # the last query's largest score 200: exp overflows
+        _bf16_gqa(_gqa_case(g, 2, 8, 24, 6, 2)),  # a bfloat16 layer, scores up to about ±30
     ]
+
+
+def _bf16_gqa(case: Case) -> Case:
+    """The case in bfloat16, as a bf16 model hands it to the layer, with x three times larger: its scores (about
+    nine times larger, up to about ±30) then sit where bfloat16 resolves only steps of 0.125, as a trained model's
+    sharp heads do. Judged by :func:`_computed_in_float32`."""
+    x, *weights, H, H_kv = case.args
+    return Case(((3 * x).bfloat16(), *(w.bfloat16() for w in weights), H, H_kv), group=BF16_INPUTS)
 
 
 def _sharp_gqa(case: Case) -> Case:
@@ -606,11 +616,48 @@ def _sharp_gqa(case: Case) -> Case:
 
 
 def _gqa_reference(x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads):
+    """The library's layer; a bfloat16 input is computed in float32 from the same values and the result rounded
+    to bfloat16 once, at the end."""
     layer = MultiHeadAttention(x.shape[-1], num_heads, num_kv_heads=num_kv_heads, bias=False)
     with torch.no_grad():
         for proj, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.out_proj, w_o)]:
-            proj.weight.copy_(w)
-        return layer(x, is_causal=True)  # (B, T, C)
+            proj.weight.copy_(w.float())
+        return layer(x.float(), is_causal=True).to(x.dtype)  # (B, T, C)
+
+
+# A bfloat16 output keeps 8 significant bits: one unit in its last place is up to 2^-7 of the value. An answer
+# computed in float32 and rounded once lands within one unit of the reference, whatever the order of its
+# operations; BF16_RTOL allows two. Rounding every intermediate to bfloat16 (scores, weights, products) lands
+# several units off. BF16_ATOL covers outputs near 0.
+BF16_RTOL, BF16_ATOL = 2.0**-6, 1e-3
+BF16_INPUTS = "bfloat16 inputs"
+
+
+def _bf16_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """How far ``got`` lies outside bfloat16's tolerance around ``expected``, in multiples of it (<= 1: inside)."""
+    allowed = BF16_ATOL + BF16_RTOL * expected.double().abs()
+    return float(((got.double() - expected.double()).abs() / allowed).max())
+
+
+def _computed_in_float32(case: Case, got: torch.Tensor) -> str | None:
+    """A bfloat16 case: the output in bfloat16, within BF16_RTOL and BF16_ATOL of the float32 computation. A
+    property is judged after the float32 cases pass, so an answer off here does its arithmetic in bfloat16."""
+    x = case.args[0]
+    expected = _gqa_reference(*case.args)  # (B, T, C) in bfloat16
+    if got.shape != expected.shape:
+        return f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+    gap = _bf16_gap(got, expected)
+    error = float((got.double() - expected.double()).abs().max())
+    tolerance = f"rtol 2^{math.log2(BF16_RTOL):.0f}, atol {BF16_ATOL:g}"
+    off = f"max abs difference {error:.3g}, {gap:.1f} times bfloat16's tolerance ({tolerance})"
+    if got.dtype != x.dtype:
+        values = "the values are right" if gap <= 1 else f"computed in bfloat16 before converting: {off}"
+        return f"the output is {got.dtype} for {x.dtype} inputs ({values}): a layer returns its input's dtype"
+    if gap <= 1:
+        return None
+    return (
+        f"{off}: the float32 cases pass, so some step (scores, weights or a product) still rounds to bfloat16"
+    )
 
 
 def _tiled_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -678,6 +725,16 @@ GQA = Exercise(
         ),
         Mistake(_unshifted_gqa, OVERFLOW_HINT),
     ),
+    properties=(
+        Property(
+            BF16_INPUTS,
+            "a bfloat16 layer hands over bfloat16 tensors, whose 8 significant bits store a score near 20 only "
+            "to the nearest 0.125, so its softmax weight moves by up to 6 %. Compute in float32 from the same "
+            "values (convert each input), and round the result to bfloat16 once, at the end: the layer returns "
+            "its input's dtype.",
+            holds=_computed_in_float32,
+        ),
+    ),
     diagnoses=(overflow_diagnosis(_unshifted_gqa),),
     hints=(
         "it is 05.3 with one change in the middle: the key and value projections make only num_kv_heads "
@@ -690,10 +747,11 @@ GQA = Exercise(
         "a sketch: q = split_heads(x @ w_q.T, num_heads); k = repeat_kv(split_heads(x @ w_k.T, "
         "num_kv_heads), num_heads // num_kv_heads), the same for v; scores = q @ k.transpose(-2, -1) / "
         "math.sqrt(D), masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf')); "
-        "merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T.",
+        "merge_heads(torch.softmax(scores, dim=-1) @ v) @ w_o.T; for bfloat16 inputs, x.float() and each "
+        "w.float() first and out.to(x.dtype) last.",
     ),
     difficulty=3,
-    minutes=35,
+    minutes=40,
 )
 
 
