@@ -281,3 +281,32 @@ def test_a_kernel_exercise_without_triton_says_what_to_install() -> None:
     result = check("12.4", softmax_rows)
     assert result.status is Status.ERROR and "TritonNotInstalledError" in result.message, result
     assert 'pip install "attn-edu[triton]"' in result.message
+
+
+def test_a_failing_answer_runs_the_reference_once_per_case() -> None:
+    """Judging a wrong answer compares it with the reference, then counts the cases it got right (partial
+    credit): the reference's outputs are computed once and kept, since a reference may be a training run."""
+    from attn_edu.grading.exercise import make_cases
+    from attn_edu.grading.judge import judge
+    from attn_edu.grading.run import run_case
+
+    exercise = get_exercise("02.1")
+    calls = []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return exercise.reference(*args, **kwargs)
+
+    counting = dataclasses.replace(exercise, reference=counted)
+    cases = make_cases(counting, 0)
+    right = answer_key(exercise)  # the reference's outputs, computed before the judging starts
+    seen = []
+
+    def half_right(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - right on the first case only
+        seen.append(1)
+        out = right(*args, **kwargs)
+        return out if len(seen) == 1 else out + 1.0
+
+    result = judge(counting, cases, [run_case(half_right, case, None) for case in cases])
+    assert result.status is Status.FAIL and 0 < result.points < result.max_points, result
+    assert len(calls) == len(cases), (len(calls), len(cases))

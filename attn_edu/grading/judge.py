@@ -112,6 +112,25 @@ def reference_outputs(exercise: Exercise, cases: Sequence[Case]) -> list[torch.T
     return [exercise.reference(*c.args, **c.kwargs) for c in cases]
 
 
+class _ReferenceOnDemand(Sequence):
+    """The reference's output on each case, computed the first time it is asked for and kept: a failing
+    function's judgement reads the value cases' outputs twice (to compare, then to count the cases it got
+    right), and a reference may be a whole training run (09.7)."""
+
+    def __init__(self, exercise: Exercise, cases: Sequence[Case]) -> None:
+        self._exercise, self._cases = exercise, cases
+        self._known: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._cases)
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 - an index (a slice is not needed here)
+        if i not in self._known:
+            case = self._cases[i]
+            self._known[i] = self._exercise.reference(*case.args, **case.kwargs)
+        return self._known[i]
+
+
 def _compare(
     exercise: Exercise,
     cases: Sequence[Case],
@@ -206,6 +225,8 @@ def judge(
     """
     if expected is not None and len(expected) != len(cases):
         raise ValueError(f"expected: one reference output per case ({len(cases)}), got {len(expected)}")
+    if expected is None:
+        expected = _ReferenceOnDemand(exercise, cases)
     result = _judge(exercise, cases, outcomes, expected)
     if result.passed and algorithm:  # the right numbers, the wrong way: no points
         message = f"right on every case, but it {algorithm}"
