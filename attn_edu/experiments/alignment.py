@@ -33,6 +33,12 @@ what makes the weights an alignment. The word embeddings start small (:data:`WOR
 the positions steer the first steps: with PyTorch's N(0, 1), the dot-product translator of seed 1
 learned to write "un" without looking at "a" (alignment 0.80 on the test sentences; 1.00 with 0.3).
 
+Notebook 01 section 8 trains the additive translator from three seeds and shows seed 0's weights on two
+example sentences along the way. :func:`measure` does exactly that, and its record ships (no weights: the
+notebook needs only the scores and the snapshots): ``python -m attn_edu.experiments.alignment train`` writes
+``attn_edu/weights/alignment.json`` (about 5 s on one core), ``... report`` prints it, and :func:`read_record`
+is what the notebook reads (its ``RETRAIN = True`` calls :func:`measure` instead).
+
 Shapes:
     source, target, alignment ``(B, S)`` (a translation is as long as its source, ``T == S``);
     lengths ``(B,)``; logits ``(B, T, V)``; attention weights ``(B, T, S)``.
@@ -40,6 +46,9 @@ Shapes:
 
 from __future__ import annotations
 
+import argparse
+import platform
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_edu._validate import check_positive_int, check_shape, check_token_ids
+from attn_edu.experiments import cli, shipped
 from attn_edu.masks import padding_mask
 from attn_edu.objectives import IGNORE_INDEX  # -100: alignment and loss skip padded positions
 from attn_edu.positional import sinusoidal_encoding
@@ -454,3 +464,95 @@ def train_translator(
     )
     snapshot()  # updates == steps
     return AlignmentRun(model, result.losses, time.perf_counter() - start, snapshots)
+
+
+# --- notebook 01's runs, shipped as a record ------------------------------------------------------
+
+NAME = "alignment"  # the record's stem in attn_edu/weights/ (no weights: the notebook reads scores and snapshots)
+SCORER: Scorer = "additive"  # Bahdanau's score, as in notebook 01 section 8
+SEEDS = (0, 1, 2)  # the first one's snapshots ship
+STEPS = 200  # train_translator's default, written out
+SNAPSHOT_STEPS = (0, 15, 30, STEPS)  # the first seed keeps the example's weights after these updates
+EXAMPLE = ("a grey fox runs", "the black cat sees a white dog")  # notebook 01's two example sentences
+TEST_SIZE = 500  # held_out_batch(TEST_SIZE): the sentences every seed is tested on
+LOSS_DIGITS = 6  # significant digits of the losses in the record (the scores and snapshots are kept whole)
+
+
+def measure_seed(seed: int, *, snapshots: bool = False, test: TranslationBatch | None = None) -> dict:
+    """One seed of the record: the additive translator trained as notebook 01 trains it, tested on ``test``
+    (default :func:`held_out_batch` of :data:`TEST_SIZE`): ``{"seed", "scores", "seconds", "losses"}``, and with
+    ``snapshots`` its weights on :data:`EXAMPLE` after each of :data:`SNAPSHOT_STEPS` updates, ``(K, B, T, S)``
+    as nested lists, under ``"snapshots"``."""
+    example = encode(list(EXAMPLE))
+    steps = SNAPSHOT_STEPS if snapshots else ()
+    run = train_translator(SCORER, steps=STEPS, seed=seed, example=example, snapshot_steps=steps)
+    result = {
+        "seed": seed,
+        "scores": evaluate(run.model, held_out_batch(TEST_SIZE) if test is None else test),
+        "seconds": run.seconds,
+        "losses": [float(f"{loss:.{LOSS_DIGITS}g}") for loss in run.losses],
+    }
+    if snapshots:
+        result["snapshots"] = torch.stack([run.snapshots[k] for k in SNAPSHOT_STEPS]).tolist()  # (K, B, T, S)
+    return result
+
+
+def measure(seeds: Sequence[int] = SEEDS) -> dict:
+    """Notebook 01 section 8's three trainings, as the record holds them: each seed's :func:`measure_seed`
+    under ``"runs"``, the first seed's snapshots under ``"snapshots"`` (``(K, B, T, S)`` nested lists, K =
+    ``len(SNAPSHOT_STEPS)``), and the settings."""
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed, got none")
+    test = held_out_batch(TEST_SIZE)
+    runs = [measure_seed(seed, snapshots=i == 0, test=test) for i, seed in enumerate(seeds)]
+    return {
+        "scorer": SCORER,
+        "steps": STEPS,
+        "test_size": TEST_SIZE,
+        "example": list(EXAMPLE),
+        "snapshot_steps": list(SNAPSHOT_STEPS),
+        "snapshots": runs[0].pop("snapshots"),
+        "runs": runs,
+    }
+
+
+def read_record(directory: str | None = None) -> dict:
+    """The shipped record (``attn_edu/weights/alignment.json``), as :func:`measure` returned it, with the
+    command that wrote it and its environment."""
+    return shipped.read_record(NAME, directory)
+
+
+def _train_command(args: argparse.Namespace) -> None:
+    threads = args.threads
+    torch.set_num_threads(threads)
+    record = {
+        "command": f"python -m attn_edu.experiments.{NAME} train",
+        **measure(args.seeds),
+        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": threads},
+    }
+    print("wrote", shipped.save_record(NAME, record, args.out))
+
+
+def _report_command(args: argparse.Namespace) -> None:
+    record = read_record(args.dir)
+    print(f"{NAME}: {record['command']} (torch {record['environment']['torch']})")
+    for run in record["runs"]:
+        scores = ", ".join(f"{name} {value:.3f}" for name, value in run["scores"].items())
+        print(f"seed {run['seed']}: {scores}; loss {run['losses'][0]:.3f} -> {run['losses'][-1]:.4f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attn_edu.experiments.alignment train [--seeds ...] [--out DIR]`` or ``... report``."""
+    parser, _ = cli.command_parser(
+        NAME,
+        __doc__,
+        train_help="train notebook 01's translators and write the record (no weights)",
+        report_help="what the record holds",
+        seeds=SEEDS,
+        threads=1,
+    )
+    return cli.run(parser, argv, _train_command, _report_command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
