@@ -3,6 +3,8 @@ uniform causal attention worked out by hand, and its run probes the model it tra
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -13,10 +15,12 @@ from attn_edu.experiments.induction_heads import (
     VOCAB,
     chance_scores,
     held_out_repeats,
+    load_runs,
     loss_halving_step,
     score_heads,
     score_table,
     train_induction_model,
+    write_runs,
 )
 from attn_edu.interp import current_token_score, first_token_score, induction_score, previous_token_score
 
@@ -79,3 +83,23 @@ def test_a_short_run_probes_every_fifth_step_and_keeps_the_untrained_copy() -> N
     trained, untrained = run.model.state_dict(), run.untrained.state_dict()
     assert any(not torch.equal(trained[name], untrained[name]) for name in trained)
     assert STEPS == 200 and held_out_repeats().input_ids.shape == (16, 2 * PERIOD)
+
+
+def test_written_runs_load_back_with_the_weights_of_the_chosen_seeds_only(tmp_path) -> None:
+    runs = {seed: train_induction_model(seed, steps=5) for seed in (3, 4)}
+    write_runs(runs, tmp_path, model_seeds=(3,))
+    loaded = load_runs(tmp_path)
+    assert sorted(loaded) == [3, 4] and loaded[4].model is None
+    for seed, run in runs.items():
+        assert loaded[seed].result.losses == run.result.losses  # floats survive the JSON round trip
+        assert loaded[seed].induction_by_step == run.induction_by_step
+        for name, tensor in run.untrained.state_dict().items():
+            assert torch.equal(loaded[seed].untrained.state_dict()[name], tensor), name
+    for name, tensor in runs[3].model.state_dict().items():
+        assert torch.equal(loaded[3].model.state_dict()[name], tensor), name
+    record = tmp_path / "induction_heads.json"
+    stored = json.loads(record.read_text())
+    stored["config"]["num_heads"] = 2
+    record.write_text(json.dumps(stored))
+    with pytest.raises(ValueError, match="directory: the stored config differs"):
+        load_runs(tmp_path)

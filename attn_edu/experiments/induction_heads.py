@@ -13,22 +13,34 @@ on :func:`held_out_repeats` every :data:`PROBE_EVERY` steps. :func:`score_heads`
 patterns of :data:`PATTERNS`, :func:`chance_scores` gives what uniform causal attention scores, and
 :func:`score_table` lays both out for printing.
 
+Notebook 05 reads three runs of it, seeds 0, 1 and 2 (:data:`SEEDS`); together they take about ten seconds, so
+:func:`train_runs` computed them once and they ship: ``induction_heads.json`` holds every run's losses and
+induction scores by step, ``induction_heads.safetensors`` the weights of seed 0's model (float32, 0.2 MB), the
+only model whose heads the notebook reads. :func:`load_runs` reads them back;
+``python -m attn_edu.experiments.induction_heads train`` trains and writes them again, ``... report`` prints
+what they hold.
+
 Shapes:
     ids ``(B, T)``; weights one ``(B, H, T, S)`` per layer; scores ``(L, H, P)`` with ``P = len(PATTERNS)``.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import math
+import platform
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from attn_edu._validate import check_positive_int
 from attn_edu.data import TaskBatch, induction_task, repeated_sequences
+from attn_edu.experiments import cli, shipped
 from attn_edu.interp import current_token_score, first_token_score, induction_score, previous_token_score
 from attn_edu.masks import causal_mask
 from attn_edu.models.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
@@ -68,7 +80,7 @@ def training_batches(generator: torch.Generator) -> TaskBatch:
 class InductionRun:
     """A trained model, its untrained copy, the training run and the probe's measurements."""
 
-    model: AttentionOnlyTransformer  # after training
+    model: AttentionOnlyTransformer | None  # after training (None: a loaded run whose weights do not ship)
     untrained: AttentionOnlyTransformer  # the same initial weights, never trained
     result: TrainResult  # losses per step and wall-clock time
     induction_by_step: dict[int, float] = field(default_factory=dict)  # step: layer 1's best induction score
@@ -165,3 +177,130 @@ def score_table(scores: torch.Tensor, chance: torch.Tensor, untrained: torch.Ten
     if untrained is not None:
         lines.append(row("best untrained", untrained.amax(dim=(0, 1))))
     return "\n".join(lines)
+
+
+# --- the three runs of notebook 05, shipped ------------------------------------------------------------
+
+NAME = "induction_heads"  # the files' stem in attn_edu/weights/
+SEEDS = (0, 1, 2)  # seed 0: notebook 05's sections 5 to 7; seeds 1 and 2: its first optional section
+MODEL_SEEDS = (0,)  # the runs whose weights ship: the notebook reads the heads of seed 0's model only
+
+
+def train_runs(seeds: Sequence[int] = SEEDS, *, steps: int = STEPS) -> dict[int, InductionRun]:
+    """:func:`train_induction_model` from each seed: ``{seed: run}``, with the defaults the runs that ship.
+
+    Example:
+        >>> runs = train_runs((1, 2), steps=5)
+        >>> sorted(runs), len(runs[2].result.losses)
+        ([1, 2], 5)
+    """
+    return {seed: train_induction_model(seed, steps=steps) for seed in seeds}
+
+
+def untrained_model(seed: int) -> AttentionOnlyTransformer:
+    """The initial weights of the run from ``seed``, as :func:`train_induction_model` draws them, in ``eval()``
+    mode; the global random generator is left as it was."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return AttentionOnlyTransformer(CONFIG).eval()
+
+
+def load_runs(directory: str | Path | None = None) -> dict[int, InductionRun]:
+    """The shipped runs, ``{seed: run}``: each with its losses, the time of its training and its induction score
+    by step, and its untrained copy (:func:`untrained_model`); ``run.model`` is the trained model (in ``eval()``
+    mode) where its weights ship (:data:`MODEL_SEEDS`), else ``None``.
+
+    Example:
+        >>> runs = load_runs()
+        >>> sorted(runs), len(runs[1].result.losses), runs[1].model is None
+        ([0, 1, 2], 200, True)
+    """
+    record = shipped.read_record(NAME, directory)
+    if AttentionOnlyConfig(**record["config"]) != CONFIG:
+        raise ValueError(f"directory: the stored config differs from this version's: {record['config']}")
+    tensors = shipped.read_weights(NAME, directory) if record["model_seeds"] else {}
+    runs = {}
+    for seed, stored in record["runs"].items():
+        seed = int(seed)
+        model = None
+        if seed in record["model_seeds"]:
+            model = shipped.load_into(AttentionOnlyTransformer(CONFIG), tensors, prefix=f"seed{seed}.")
+        losses = stored["losses"]
+        runs[seed] = InductionRun(
+            model,
+            untrained_model(seed),
+            TrainResult(losses=losses, seconds=stored["seconds"], steps=len(losses)),
+            {int(step): score for step, score in stored["induction_by_step"].items()},
+        )
+    return runs
+
+
+def write_runs(
+    runs: dict[int, InductionRun], out: str | Path | None = None, *, model_seeds: Sequence[int] = MODEL_SEEDS
+) -> Path:
+    """Write the runs' record and the weights of those of ``model_seeds`` (default :data:`MODEL_SEEDS`) among
+    them into ``out`` (default: the package's weights folder); return the record's path."""
+    kept = [seed for seed in runs if seed in model_seeds]
+    steps = {len(run.result.losses) for run in runs.values()}
+    seeds = " ".join(map(str, runs))
+    record = {
+        "command": f"python -m attn_edu.experiments.{NAME} train --seeds {seeds} --steps {max(steps)}",
+        "config": asdict(CONFIG),
+        "steps": max(steps),
+        "lr": LR,
+        "probe_every": PROBE_EVERY,
+        "model_seeds": kept,
+        "runs": {
+            str(seed): {
+                "seconds": round(run.result.seconds, 2),
+                "losses": run.result.losses,
+                "induction_by_step": {str(step): score for step, score in run.induction_by_step.items()},
+            }
+            for seed, run in runs.items()
+        },
+        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+    }
+    if not kept:
+        return shipped.save_record(NAME, record, out)
+    shipped.save(NAME, {f"seed{seed}.": runs[seed].model for seed in kept}, record, out)
+    return shipped.paths(NAME, out)[1]
+
+
+def _train_command(args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)  # notebook 05's setting: tensors this small run fastest on one thread
+    runs = train_runs(args.seeds, steps=args.steps)
+    for seed, run in runs.items():
+        print(
+            f"seed {seed}: {args.steps} steps in {run.result.seconds:.1f} s, final loss {run.result.final_loss():.3f}"
+        )
+    print("wrote", write_runs(runs, args.out))
+
+
+def _report_command(args: argparse.Namespace) -> None:
+    record = shipped.read_record(NAME, args.dir)
+    print(f"{NAME}: {record['command']} (torch {record['environment']['torch']})")
+    for seed, run in load_runs(args.dir).items():
+        last = max(run.induction_by_step)
+        print(
+            f"seed {seed}: {run.result.steps} steps in {run.result.seconds:.1f} s, final loss "
+            f"{run.result.final_loss():.3f}, induction score {run.induction_by_step[last]:.2f} at step {last}, "
+            f"weights {'shipped' if run.model is not None else 'not shipped'}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attn_edu.experiments.induction_heads train [--seeds 0 1 2] [--steps N] [--out DIR]`` or
+    ``... report [--dir DIR]``."""
+    parser, train_parser = cli.command_parser(
+        NAME,
+        __doc__,
+        train_help="train the seeds and write the record (and seed 0's weights)",
+        report_help="what the stored runs hold",
+        seeds=SEEDS,
+    )
+    train_parser.add_argument("--steps", type=int, default=STEPS)
+    return cli.run(parser, argv, _train_command, _report_command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
