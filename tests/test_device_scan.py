@@ -230,8 +230,17 @@ MAGIC = re.compile(r"^(\s*)[%!]")  # an IPython line magic or shell escape: not 
 
 
 def _cell_tree(source: str) -> ast.Module:
-    """A code cell's syntax tree, its magic lines read as ``pass`` (line numbers kept)."""
-    return ast.parse("\n".join(MAGIC.sub(r"\1pass  # ", line) for line in source.split("\n")))
+    """A code cell's syntax tree, its magic lines read as ``pass`` and the lines a magic continues onto (after a
+    trailing backslash, as IPython joins them) as blank lines (line numbers kept)."""
+    lines, continued = [], False
+    for line in source.split("\n"):
+        if continued:
+            lines.append("")
+        else:
+            lines.append(MAGIC.sub(r"\1pass  # ", line))
+            continued = MAGIC.match(line) is not None
+        continued = continued and line.rstrip().endswith("\\")
+    return ast.parse("\n".join(lines))
 
 
 def _notebook_trees(paths: list[Path]) -> list[tuple[str, ast.Module]]:
