@@ -47,7 +47,6 @@ Shapes:
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -528,7 +527,7 @@ def _train_command(args: argparse.Namespace) -> None:
     record = {
         "command": f"python -m attn_edu.experiments.{NAME} train",
         **measure(args.seeds),
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": threads},
+        "environment": shipped.environment(threads),
     }
     print("wrote", shipped.save_record(NAME, record, args.out))
 

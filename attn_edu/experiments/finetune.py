@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import platform
 import random
 import re
 import sys
@@ -308,7 +307,7 @@ def read_record(directory: str | None = None) -> dict:
 def _train_command(args: argparse.Namespace) -> None:
     torch.set_num_threads(2)  # notebook 09's setting: for a 22M-parameter encoder two threads do help
     record = measure()
-    record["environment"] = {"python": platform.python_version(), "torch": torch.__version__, "threads": 2}
+    record["environment"] = shipped.environment(2)
     path = shipped.save_record(NAME, record, args.out)
     frozen = record["frozen"]["test_accuracy"]
     print(f"{STEPS} steps, test accuracy {record['test_accuracy']:.3f} (frozen: {frozen:.3f}); wrote {path}")

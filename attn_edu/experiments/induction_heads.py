@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import platform
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -258,7 +257,7 @@ def write_runs(
             }
             for seed, run in runs.items()
         },
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+        "environment": shipped.environment(1),
     }
     if not kept:
         return shipped.save_record(NAME, record, out)

@@ -31,7 +31,6 @@ residual streams (the first optimizer of a process costs seconds to start), and 
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -269,7 +268,7 @@ def write_measurements(out: str | Path | None = None) -> None:
     """Measure the runs stored in ``out`` (default: the package's weights) and write their findings and, when
     seed 0 is among them, its probes, beside them."""
     runs = load_seeds(out)
-    environment = {"python": platform.python_version(), "torch": torch.__version__, "threads": 1}
+    environment = shipped.environment(1)
     found = {str(seed): findings(model, result) for seed, (model, result) in runs.items()}
     command = f"python -m attn_edu.experiments.{NAME} train"
     shipped.save_record(FINDINGS, {"command": command, "findings": found, "environment": environment}, out)
@@ -305,7 +304,7 @@ def _train_command(args: argparse.Namespace) -> None:
         "lr": LR,
         "seeds": list(args.seeds),
         "runs": runs,
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+        "environment": shipped.environment(1),
     }
     print("wrote", shipped.save(NAME, models, record, args.out))
     write_measurements(args.out)

@@ -16,7 +16,6 @@ the weights are the text GPT's), ``... report`` prints it.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -67,7 +66,7 @@ def _train_command(args: argparse.Namespace) -> None:
     record = {
         "command": f"python -m attn_edu.experiments.{NAME} train",
         "losses": measure(),
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+        "environment": shipped.environment(1),
     }
     print("wrote", shipped.save_record(NAME, record, args.out))
 

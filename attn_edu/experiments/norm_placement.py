@@ -23,7 +23,6 @@ the notebook's setting); ``... report`` prints their final losses.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -108,7 +107,7 @@ def measure() -> dict[str, Any]:
         "scheduled": {
             name: [scheduled_run(warmup, seed).losses for seed in SEEDS] for name, warmup in SCHEDULES.items()
         },
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+        "environment": shipped.environment(1),
     }
 
 

@@ -16,6 +16,7 @@ without ``lm_head.weight``, and loading ties it again: that key, and only then, 
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -72,6 +73,16 @@ def save(
     save_file(tensors, str(weights_path))
     save_record(name, record, out)
     return weights_path
+
+
+def environment(threads: int) -> dict[str, Any]:
+    """What a record says it was computed with: Python's and torch's versions and torch's thread count.
+
+    Example:
+        >>> sorted(environment(1))
+        ['python', 'threads', 'torch']
+    """
+    return {"python": platform.python_version(), "torch": torch.__version__, "threads": threads}
 
 
 def save_record(name: str, record: dict[str, Any], out: str | Path | None = None) -> Path:

@@ -18,7 +18,6 @@ training losses and those two held-out losses; notebook 04 reads it (its ``RETRA
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from collections.abc import Sequence
 
@@ -136,7 +135,7 @@ def _train_command(args: argparse.Namespace) -> None:
     record = {
         "command": f"python -m attn_edu.experiments.{NAME} train",
         **measure(args.seeds),
-        "environment": {"python": platform.python_version(), "torch": torch.__version__, "threads": threads},
+        "environment": shipped.environment(threads),
     }
     print("wrote", shipped.save_record(NAME, record, args.out))
 
