@@ -521,17 +521,6 @@ def read_record(directory: str | None = None) -> dict:
     return shipped.read_record(NAME, directory)
 
 
-def _train_command(args: argparse.Namespace) -> None:
-    threads = args.threads
-    torch.set_num_threads(threads)
-    record = {
-        "command": f"python -m attn_edu.experiments.{NAME} train",
-        **measure(args.seeds),
-        "environment": shipped.environment(threads),
-    }
-    print("wrote", shipped.save_record(NAME, record, args.out))
-
-
 def _report_command(args: argparse.Namespace) -> None:
     record = read_record(args.dir)
     print(f"{NAME}: {record['command']} (torch {record['environment']['torch']})")
@@ -550,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds=SEEDS,
         threads=1,
     )
-    return cli.run(parser, argv, _train_command, _report_command)
+    return cli.run(parser, argv, cli.record_command(NAME, measure), _report_command)
 
 
 if __name__ == "__main__":

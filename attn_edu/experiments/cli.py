@@ -67,3 +67,32 @@ def run(
     args = parser.parse_args(argv)
     (train if args.command == "train" else report)(args)
     return 0
+
+
+def record_command(
+    name: str, measure: Callable[[Sequence[int]], dict]
+) -> Callable[[argparse.Namespace], None]:
+    """The ``train`` command of an experiment that ships a record and no weights: on ``--threads`` threads,
+    ``measure(--seeds)``, written as ``NAME.json`` (``--out``) after the command that made it and before its
+    environment.
+
+    Example:
+        >>> train = record_command("demo", lambda seeds: {"seeds": list(seeds)})
+        >>> callable(train)
+        True
+    """
+
+    def train(args: argparse.Namespace) -> None:
+        import torch
+
+        from attn_edu.experiments import shipped
+
+        torch.set_num_threads(args.threads)
+        record = {
+            "command": f"python -m attn_edu.experiments.{name} train",
+            **measure(args.seeds),
+            "environment": shipped.environment(args.threads),
+        }
+        print("wrote", shipped.save_record(name, record, args.out))
+
+    return train
