@@ -56,7 +56,8 @@ BODIES = {
         "class Liar(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
         f"{WRONG_BUT_RIGHT_SHAPE}.as_subclass(Liar)"
     ),
-    **{name: f"{patch}\n{WRONG_BUT_RIGHT_SHAPE}" for name, patch in PATCHES.items()},
+    # every comparison function patched at once: the grade fails if any one of them could fool the grader
+    "patches": "\n".join(PATCHES.values()) + f"\n{WRONG_BUT_RIGHT_SHAPE}",
     "calls_reference": "from attn_edu.attention import attention_weights as ref\nreturn ref(q, k, scale=scale)",
     "profiler_off": (
         "import sys\nsys.setprofile(None)\n"
@@ -86,13 +87,13 @@ def _with_body(nb: dict, body: str) -> dict:
 def _submissions(folder: Path) -> None:
     for name, body in BODIES.items():
         nb = _with_body(_load(EXERCISE), body)
-        if name.startswith("patch_"):  # patch in a cell of its own too, before anything is checked
+        if name == "patches":  # patched in a cell of its own too, before anything is checked
             nb["cells"].insert(
                 3,
                 {
                     "cell_type": "code",
                     "metadata": {},
-                    "source": PATCHES[name],
+                    "source": "\n".join(PATCHES.values()),
                     "outputs": [],
                     "execution_count": None,
                 },
@@ -195,10 +196,7 @@ EXPECTED = {
     "huge_print": ("FAIL", "got (2000, 2000)"),
     "eq_always_true": ("FAIL", "got Yes"),
     "tensor_subclass": ("FAIL", "subclass of torch.Tensor (Liar)"),
-    "patch_allclose": ("FAIL", "values differ"),
-    "patch_equal": ("FAIL", "values differ"),
-    "patch_assert_close": ("FAIL", "values differ"),
-    "patch_np_allclose": ("FAIL", "values differ"),
+    "patches": ("FAIL", "values differ"),
     "cell_deleted": ("NOT_ATTEMPTED", "no function named `attention_weights`"),
     "renamed": ("NOT_ATTEMPTED", "no function named `attention_weights`"),
     "top_level_exit": ("ERROR", "ended before this exercise was graded"),

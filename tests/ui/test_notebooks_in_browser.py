@@ -194,7 +194,8 @@ JS_CLOSE = """async () => {
     const panel = window.__uiPanel;
     window.__uiPanel = undefined;
     if (!panel || panel.isDisposed) { return; }
-    try { await panel.sessionContext.shutdown(); } catch (err) { /* already gone */ }
+    // The shutdown request goes out now; the kernel's exit (about 1.5 s) is not waited for.
+    panel.sessionContext.shutdown().catch(() => { /* already gone */ });
     panel.context.model.dirty = false;
     panel.dispose();
 }"""
