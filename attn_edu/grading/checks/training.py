@@ -40,7 +40,7 @@ def _train_cases(g: torch.Generator) -> list[Case]:
         ids, labels = _copy_batches(g, TRAIN_STEPS, TRAIN_BATCH)  # (steps, B, T) each
         return Case((ids, labels, V, 1e-2, seed), group=group)
 
-    return [case(), case(), case(HELD_OUT), case(HELD_OUT)]
+    return [case(), case(), case(HELD_OUT)]  # each case is two trainings (yours and the recipe's)
 
 
 def _train(input_ids, labels, vocab_size, lr, seed, *, shift=1, zero_grad="before", loss_fn=None):  # noqa: ANN001
