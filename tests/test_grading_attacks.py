@@ -41,6 +41,7 @@ from helpers import once_per_run
 
 from attn_edu import attention
 from attn_edu.grading import check, command, sandbox
+from attn_edu.grading.harness import kernel_of
 from attn_edu.grading.registry import get_exercise, get_question
 from attn_edu.grading.result import Status
 
@@ -512,6 +513,35 @@ def test_a_pytorch_launcher_fails_a_triton_exercise() -> None:
     assert (
         result.status is Status.ERROR and "no @triton.jit function named `softmax_kernel`" in result.message
     )
+
+
+class _NotAKernel:
+    """Indexed by a grid like a kernel, but what it launches is torch's softmax written into ``out``."""
+
+    fn = None
+
+    def __getitem__(self, grid):  # noqa: ANN001, ANN204
+        def launch(x, out, *rest, **blocks):  # noqa: ANN001, ANN202
+            out.copy_(torch.softmax(x, dim=-1))
+
+        return launch
+
+
+def test_an_object_that_only_looks_like_a_kernel_fails_a_triton_exercise() -> None:
+    """The check launches the kernel by name; something else of that name that can be indexed by a grid is not
+    launched, in the notebook (its launcher's globals) or in the grader (the notebook's namespace)."""
+    softmax_kernel = _NotAKernel()
+
+    def softmax(x):  # noqa: ANN001, ANN202 - the launcher; the check runs its own
+        return softmax_kernel[(x.shape[0],)](x, torch.empty_like(x))
+
+    result = check("12.4", softmax)
+    assert result.status is Status.ERROR, result
+    assert "`softmax_kernel` is a _NotAKernel, not a @triton.jit function" in result.message, result
+    assert check("12.4", softmax_kernel).status is Status.ERROR  # passed itself: not a function either
+    launch = kernel_of("12.4", None, {"softmax_kernel": softmax_kernel})  # as the grader's worker finds it
+    with pytest.raises(TypeError, match="not a @triton.jit function"):
+        launch(torch.randn(3, 5))
 
 
 def _phi(x: torch.Tensor) -> torch.Tensor:

@@ -220,11 +220,32 @@ KERNELS: dict[str, tuple[str, Callable[..., torch.Tensor]]] = {
 }
 
 
+def is_triton_kernel(obj: Any) -> bool:
+    """Whether ``obj`` is a kernel as ``@triton.jit`` makes it: Triton's own ``JITFunction`` (compiled) or
+    ``InterpretedFunction`` (``TRITON_INTERPRET=1``), possibly under ``@triton.autotune`` or
+    ``@triton.heuristics``, or the stand-in of a notebook without Triton. Their exact types: an object of
+    another class that can be indexed by a grid is not a kernel, whatever it computes when launched."""
+    from attn_edu.grading.stand_in import is_stand_in_kernel
+
+    if is_stand_in_kernel(obj):
+        return True
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    while type(obj) in (Autotuner, Heuristics):
+        obj = obj.fn
+    return type(obj) in (JITFunction, InterpretedFunction)
+
+
 def kernel_of(exercise_id: str, fn: Any, namespace: dict[str, Any] | None = None) -> Callable[..., Any]:
     """What the check calls for an exercise of :data:`KERNELS`: the given code here, bound to the learner's
     kernel (or function), found in ``namespace`` (the worker's notebook) or beside the learner's ``fn`` (the
     variables it closes over, its module's globals), or ``fn`` itself when it is that kernel. A function that
-    raises :class:`LookupError` when there is none."""
+    raises :class:`LookupError` when there is none, or :class:`TypeError` when what has the kernel's name is not
+    a Triton kernel (:func:`is_triton_kernel`)."""
     name, launcher = KERNELS[exercise_id]
     found = None
     if (hasattr(fn, "__getitem__") and hasattr(fn, "fn")) or getattr(fn, "__name__", None) == name:
@@ -247,4 +268,13 @@ def kernel_of(exercise_id: str, fn: Any, namespace: dict[str, Any] | None = None
             )
 
         return missing
+    if exercise_id != "12.1" and not is_triton_kernel(found):  # 12.1 asks for a Python function
+
+        def not_a_kernel(*args: Any, **kwargs: Any) -> torch.Tensor:
+            raise TypeError(
+                f"`{name}` is a {type(found).__name__}, not a @triton.jit function: the check launches the "
+                "kernel the exercise asks for, written with triton.language, not whatever indexing it returns"
+            )
+
+        return not_a_kernel
     return lambda *args, **kwargs: launcher(found, *args, **kwargs)

@@ -25,6 +25,11 @@ class _Unlaunchable:
         return launch
 
 
+def is_stand_in_kernel(obj: object) -> bool:
+    """Whether ``obj`` is what :meth:`TritonStandIn.jit` made (a kernel defined where Triton is missing)."""
+    return type(obj) is _Unlaunchable
+
+
 class TritonStandIn(ModuleType):
     """Stands in for both ``triton`` and ``triton.language`` where Triton cannot be installed (macOS, Windows).
 
